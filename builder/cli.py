@@ -1,0 +1,210 @@
+"""The `builder` command line: parse options, call one library function, print.
+
+Heavy modules (pydantic models, jinja2, docker) are imported inside the
+commands, so `builder --help` stays fast. ``BuilderGroup`` is the one place
+that turns a ``BuilderError`` into a red message and its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from builder._version import __version__
+from builder.errors import BuilderError
+
+
+class BuilderGroup(TyperGroup):
+    """Maps library errors to a one-paragraph message and exit code (no traceback)."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except BuilderError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=BuilderGroup,
+    name="builder",
+    help="Reproducible multi-node training environments from one stack spec.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+SpecArg = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
+    typer.Argument(help="stack.yaml to use (or --preset).", show_default=False),
+]
+PresetOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--preset", "-p", help="Use a built-in preset instead of a spec file."),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace files that already exist.")]
+FormatOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--format",
+        "-f",
+        help="docker, apptainer or all (default: all with -o, docker without).",
+        show_default=False,
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"builder {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    ctx.obj = {"debug": debug}
+
+
+def _stack(spec: Path | None, preset: str | None) -> Any:
+    from builder.loader import load_stack
+
+    return load_stack(spec, preset)
+
+
+def _format(value: str | None, *, has_output: bool) -> Any:
+    from builder.errors import UsageError
+
+    fmt = value or ("all" if has_output else "docker")
+    if fmt not in ("docker", "apptainer", "all"):
+        raise UsageError(f"--format {fmt!r}: choose docker, apptainer or all")
+    if fmt == "all" and not has_output:
+        raise UsageError("--format all writes several files: add -o DIR")
+    return fmt
+
+
+@app.command()
+def presets(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List the built-in stacks."""
+    from builder.presets import preset_summaries
+
+    rows = preset_summaries()
+    if as_json:
+        typer.echo(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
+        return
+    width = max(len(name) for name, _ in rows)
+    for name, description in rows:
+        typer.echo(f"{name:<{width}}  {description}")
+
+
+@app.command()
+def init(
+    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset to start from.")] = (
+        "cuda-deepspeed"
+    ),
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="File to write (default: print)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write a preset out as a stack.yaml to edit."""
+    from builder.presets import preset_text
+
+    text = preset_text(preset)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from builder.context import OutputFile
+    from builder.output import write_files
+
+    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
+    typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
+def render(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="Folder to write the files to (default: print)."),
+    ] = None,
+    fmt: FormatOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Render the Dockerfile (+ files it copies) and the Apptainer .def files."""
+    from builder.context import render_outputs
+
+    stack = _stack(spec, preset)
+    files = render_outputs(stack, _format(fmt, has_output=output is not None))
+    if output is None:
+        typer.echo(files[0].text if fmt != "apptainer" else _first_def(files), nl=False)
+        return
+    from builder.output import write_files
+
+    for path in write_files(files, output, force=force):
+        typer.echo(f"wrote {path}", err=True)
+
+
+def _first_def(files: list[Any]) -> str:
+    return next(f.text for f in files if f.path.endswith(".def") and ".docker-daemon." not in f.path)
+
+
+@app.command()
+def lint(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    fmt: FormatOpt = None,
+) -> None:
+    """Check the rendered outputs with hadolint, BuildKit's parser and the .def rules."""
+    from builder.lint import lint_stack
+
+    report = lint_stack(_stack(spec, preset), fmt or "all")
+    typer.echo(report.text())
+    report.raise_for_findings()
+
+
+@app.command()
+def schema(
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="File to write (default: print)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Print the JSON Schema of stack.yaml (for editors)."""
+    from builder.spec import spec_json_schema
+
+    text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from builder.context import OutputFile
+    from builder.output import write_files
+
+    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(app())
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,68 @@
+"""The rendered outputs of a stack: build context (Dockerfile + every file it
+copies) and the Apptainer definition files, as in-memory file lists.
+
+Nothing here touches the disk; ``output.write_files`` does, and the engine
+streams the same list as a tar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from builder.loader import Stack
+    from builder.recipe import Recipe
+
+Format = Literal["docker", "apptainer", "all"]
+DOCKERFILE = "Dockerfile"
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One file to write: its path relative to the output folder, mode and text."""
+
+    path: str
+    mode: int
+    text: str
+
+
+def def_names(recipe: Recipe) -> tuple[str, str]:
+    """File names of the two .def variants: from the base image, from the local daemon."""
+    return f"{recipe.name}.def", f"{recipe.name}.docker-daemon.def"
+
+
+def docker_context(recipe: Recipe) -> list[OutputFile]:
+    """The Dockerfile and exactly the files it copies."""
+    from builder.render import render_dockerfile
+
+    files = [OutputFile(DOCKERFILE, 0o644, render_dockerfile(recipe))]
+    files += [OutputFile(f.path, f.mode, f.text) for f in recipe.files]
+    return files
+
+
+def apptainer_files(recipe: Recipe, image: str) -> list[OutputFile]:
+    """Both .def variants and the files %files copies (paths relative to the .def)."""
+    from builder.render import render_apptainer
+
+    full, daemon = def_names(recipe)
+    files = [
+        OutputFile(full, 0o644, render_apptainer(recipe, "docker")),
+        OutputFile(daemon, 0o644, render_apptainer(recipe, "docker-daemon", image)),
+    ]
+    files += [OutputFile(f.path, f.mode, f.text) for f in recipe.files]
+    return files
+
+
+def render_outputs(stack: Stack, fmt: Format) -> list[OutputFile]:
+    """Every file `builder render` writes for the chosen format, sorted by path."""
+    from builder.recipe import image_recipe
+
+    recipe = image_recipe(stack)
+    files: dict[str, OutputFile] = {}
+    if fmt in ("docker", "all"):
+        files.update((f.path, f) for f in docker_context(recipe))
+    if fmt in ("apptainer", "all"):
+        image = f"{stack.spec.image.name}:{stack.spec.image.tag}"
+        files.update((f.path, f) for f in apptainer_files(recipe, image))
+    return [files[path] for path in sorted(files)]

@@ -1,0 +1,94 @@
+"""The exception tree and the one place that maps it to exit codes.
+
+Every error a user can cause is a ``BuilderError`` whose message is a short
+paragraph saying what is wrong and what to do; the CLI prints it without a
+traceback. Anything else escaping the library is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class BuilderError(Exception):
+    """Base of every user-facing error; ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a spec: where it is and what to do about it."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path} (line {self.line})" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+class SpecError(BuilderError):
+    """The spec (YAML or preset) is malformed, incomplete or contradictory."""
+
+    exit_code = 1
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        count = len(problems)
+        head = f"{source}: {count} problem{'s' if count != 1 else ''} in the spec"
+        super().__init__("\n".join([head, *(f"  - {p}" for p in problems)]))
+
+
+class UsageError(BuilderError):
+    """Options that do not fit together, or a missing input file."""
+
+    exit_code = 2
+
+
+class OutputExists(BuilderError):
+    """Refusing to overwrite a file the user did not ask us to replace."""
+
+    exit_code = 3
+
+
+class LintError(BuilderError):
+    """Rendered output failed a linter (hadolint, BuildKit parser, def-file rules)."""
+
+    exit_code = 4
+
+
+class ToolMissing(BuilderError):
+    """An optional external tool (e.g. hadolint) is not installed."""
+
+    exit_code = 5
+
+
+class EngineUnavailable(BuilderError):
+    """No Docker engine answers at DOCKER_HOST or the default socket."""
+
+    exit_code = 10
+
+
+class BuildError(BuilderError):
+    """The engine ran the build and a step failed."""
+
+    exit_code = 11
+
+
+EXIT_CODES: dict[str, int] = {
+    cls.__name__: cls.exit_code
+    for cls in (
+        SpecError,
+        UsageError,
+        OutputExists,
+        LintError,
+        ToolMissing,
+        EngineUnavailable,
+        BuildError,
+    )
+}
+"""Documented exit codes by error class (README's table is checked against it)."""

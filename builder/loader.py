@@ -1,0 +1,200 @@
+"""YAML (file or preset) -> validated ``Stack``, with field paths and line numbers.
+
+All problems found are reported together: YAML syntax, duplicate keys,
+unknown keys, wrong types and the accelerator rules of ``stacks``. Each
+carries the dotted field path and the YAML line it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from builder.errors import Problem, SpecError, UsageError
+from builder.presets import preset_text
+from builder.spec import Spec
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from pydantic_core import ErrorDetails
+
+Path_ = tuple[str | int, ...]
+
+# Fields whose YAML value people write unquoted and YAML turns into a float
+# (3.10 -> 3.1) or int: say so instead of "input should be a valid string".
+_VERSION_FIELDS = {"python", "torch", "cuda", "synapse", "deepspeed", "tag", "version"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A validated spec plus where it came from (for relative paths and labels)."""
+
+    spec: Spec
+    source: str
+    root: Path | None
+    preset: str | None = None
+
+
+def load_spec(path: Path) -> Stack:
+    """Load and validate a stack.yaml file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"spec file {path} does not exist; create one with "
+            "`builder init --preset NAME -o stack.yaml` or pass --preset NAME"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc}") from None
+    return Stack(parse_spec(text, str(path)), str(path), path.resolve().parent)
+
+
+def load_preset(name: str) -> Stack:
+    """Load a built-in preset by name."""
+    return Stack(parse_spec(preset_text(name), f"preset {name}"), f"preset:{name}", None, name)
+
+
+def load_stack(spec_path: Path | None, preset: str | None) -> Stack:
+    """The CLI's one entry: exactly one of a spec file or a preset."""
+    if (spec_path is None) == (preset is None):
+        raise UsageError("give either a spec file (stack.yaml) or --preset NAME, not both or none")
+    if preset is not None:
+        return load_preset(preset)
+    assert spec_path is not None
+    return load_spec(spec_path)
+
+
+def parse_spec(text: str, source: str) -> Spec:
+    """Parse YAML text into a Spec, raising one SpecError listing every problem."""
+    from pydantic import ValidationError
+
+    from builder.stacks import check_spec
+
+    data, lines = _load_yaml(text, source)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(source, _problems_from(exc, lines)) from None
+    problems = [
+        Problem(path, message, _line_for(lines, _split(path)))
+        for path, message in check_spec(spec)
+    ]
+    if problems:
+        raise SpecError(source, problems)
+    return spec
+
+
+def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError(
+            source, [Problem("(yaml)", f"not valid YAML: {exc.problem or exc}", line)]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [Problem("(yaml)", f"not valid YAML: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            source,
+            [Problem("(top level)", "the spec must be a mapping with name:, image: and launch:", 1)],
+        )
+    lines: dict[Path_, int] = {}
+    duplicates: list[Problem] = []
+    _walk(node, (), lines, duplicates)
+    if duplicates:
+        raise SpecError(source, duplicates)
+    return data, lines
+
+
+def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], dups: list[Problem]) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in seen:
+                dups.append(
+                    Problem(
+                        _join((*path, key)),
+                        "key given twice; YAML would silently keep only the last one",
+                        key_node.start_mark.line + 1,
+                    )
+                )
+            seen.add(key)
+            _walk(value_node, (*path, key), lines, dups)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, (*path, index), lines, dups)
+
+
+def _problems_from(exc: ValidationError, lines: dict[Path_, int]) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
+        problems.append(Problem(_join(loc), _message(error, loc), _line_for(lines, loc)))
+    return problems
+
+
+def _is_union_tag(part: str | int) -> bool:
+    # pydantic adds the member type name ("str", "function-after[...]") to loc
+    # for union members; users never wrote those.
+    return isinstance(part, str) and ("[" in part or part in {"str", "int", "bool"})
+
+
+def _message(error: ErrorDetails, loc: Path_) -> str:
+    kind = error["type"]
+    field = str(loc[-1]) if loc else ""
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return f"unknown key {field!r}; check its spelling (see `builder schema`)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "string_type" and field in _VERSION_FIELDS and isinstance(value, int | float):
+        return (
+            f"YAML read {value!r} as a number; write the version in quotes, "
+            f'e.g. {field}: "{value}"' + (" (3.10 unquoted becomes 3.1)" if field == "python" else "")
+        )
+    if kind == "string_pattern_mismatch":
+        return f"{value!r} is not a valid value here (expected the pattern {_pattern(error)})"
+    if kind in {"enum", "literal_error"}:
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"{value!r} is not one of {expected}"
+    text = str(error["msg"]).removeprefix("Value error, ")
+    if value is not None and not isinstance(value, dict | list):
+        return f"{text} (got {value!r})"
+    return text
+
+
+def _pattern(error: ErrorDetails) -> str:
+    return str(error.get("ctx", {}).get("pattern", ""))
+
+
+def _join(loc: Path_) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _split(dotted: str) -> Path_:
+    parts: list[str | int] = []
+    for chunk in dotted.replace("]", "").split("."):
+        name, *indexes = chunk.split("[")
+        parts.append(name)
+        parts.extend(int(i) for i in indexes)
+    return tuple(parts)
+
+
+def _line_for(lines: dict[Path_, int], loc: Path_) -> int | None:
+    """The line of loc, or of its nearest ancestor that the YAML has."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None

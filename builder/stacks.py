@@ -1,0 +1,285 @@
+"""Accelerator knowledge as data: base images, OS Pythons, torch wheel indexes.
+
+Nothing here renders text. ``resolve_image`` turns the user's (sparse)
+``ImageSpec`` into a ``ResolvedImage`` with every default filled in, and
+``check_spec`` lists the combinations that cannot work, each with the
+field path to blame and what to do instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from builder.spec import Accelerator, ImageSpec, Spec
+
+
+@dataclass(frozen=True)
+class OSRelease:
+    """A base OS we know: its python3 and whether pip may touch the system Python."""
+
+    python: str
+    pep668: bool
+
+
+OSES: dict[str, OSRelease] = {
+    "ubuntu22.04": OSRelease(python="3.10", pep668=False),
+    "ubuntu24.04": OSRelease(python="3.12", pep668=True),
+    "bookworm": OSRelease(python="3.11", pep668=True),
+}
+
+# torch minor -> CUDA wheel indexes on download.pytorch.org that carry it.
+TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
+    "2.1": ("cu118", "cu121"),
+    "2.2": ("cu118", "cu121"),
+    "2.3": ("cu118", "cu121"),
+    "2.4": ("cu118", "cu121", "cu124"),
+    "2.5": ("cu118", "cu121", "cu124"),
+    "2.6": ("cu118", "cu124", "cu126"),
+    "2.7": ("cu118", "cu126", "cu128"),
+    "2.8": ("cu126", "cu128", "cu129"),
+    "2.9": ("cu126", "cu128", "cu130"),
+}
+TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
+
+
+@dataclass(frozen=True)
+class GaudiRelease:
+    """An Intel Gaudi SynapseAI release: its base OS and the torch it ships."""
+
+    os: str
+    torch: str
+
+
+GAUDI_RELEASES: dict[str, GaudiRelease] = {
+    "1.18.0": GaudiRelease(os="ubuntu22.04", torch="2.4.0"),
+    "1.19.0": GaudiRelease(os="ubuntu22.04", torch="2.5.1"),
+    "1.20.0": GaudiRelease(os="ubuntu22.04", torch="2.6.0"),
+    "1.21.0": GaudiRelease(os="ubuntu22.04", torch="2.6.0"),
+    "1.22.0": GaudiRelease(os="ubuntu22.04", torch="2.7.1"),
+    "1.22.1": GaudiRelease(os="ubuntu24.04", torch="2.7.1"),
+}
+HABANA_DEEPSPEED = "git+https://github.com/HabanaAI/DeepSpeed.git@{tag}"
+
+DEFAULT_CUDA = "12.8.1"
+DEFAULT_CUDA_OS = "ubuntu22.04"
+DEFAULT_SYNAPSE = "1.22.0"
+CPU_BASE = "debian:bookworm-slim"
+CPU_OS = "bookworm"
+VENV = "/opt/venv"
+
+# Pinned so that `--no-build-isolation` builds (DeepSpeed) find them in the
+# venv: Python 3.12 venvs no longer ship setuptools.
+BUILD_TOOLS = ("setuptools==80.9.0", "wheel==0.45.1")
+
+_FAMILY_PATTERNS = {
+    Accelerator.cuda: re.compile(r"(^|/)(nvidia/cuda|nvcr\.io/nvidia/)|cuda", re.IGNORECASE),
+    Accelerator.gaudi: re.compile(r"habana|gaudi", re.IGNORECASE),
+}
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """An ImageSpec with every default decided; what the recipe is built from."""
+
+    accelerator: Accelerator
+    base: str
+    os: str | None
+    python: str | None
+    torch: str | None
+    torch_index: str | None
+    deepspeed: str | None
+    system_site_packages: bool
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def cuda_index_tag(cuda: str) -> str:
+    """'12.8.1' -> 'cu128', the download.pytorch.org index for that CUDA."""
+    major, minor = cuda.split(".")[:2]
+    return f"cu{major}{minor}"
+
+
+def default_base(image: ImageSpec) -> str:
+    """The base image a stack gets when it names none."""
+    if image.accelerator is Accelerator.cuda:
+        os_name = image.os or DEFAULT_CUDA_OS
+        return f"nvidia/cuda:{image.cuda or DEFAULT_CUDA}-cudnn-devel-{os_name}"
+    if image.accelerator is Accelerator.gaudi:
+        synapse = image.synapse or DEFAULT_SYNAPSE
+        release = GAUDI_RELEASES[synapse]
+        return (
+            f"vault.habana.ai/gaudi-docker/{synapse}/{image.os or release.os}"
+            f"/habanalabs/pytorch-installer-{release.torch}:latest"
+        )
+    return CPU_BASE
+
+
+def _os_of(image: ImageSpec) -> str | None:
+    if image.os:
+        return image.os
+    if image.accelerator is Accelerator.gaudi:
+        return GAUDI_RELEASES[image.synapse or DEFAULT_SYNAPSE].os
+    if image.base is None:
+        return DEFAULT_CUDA_OS if image.accelerator is Accelerator.cuda else CPU_OS
+    return next((name for name in OSES if name in image.base), None)
+
+
+def resolve_image(image: ImageSpec) -> ResolvedImage:
+    """Fill in defaults; assumes ``check_spec`` found no problems."""
+    os_name = _os_of(image)
+    python = image.python or (OSES[os_name].python if os_name in OSES else None)
+    torch_index = image.torch_index
+    torch = image.torch
+    deepspeed = image.deepspeed
+    if image.accelerator is Accelerator.cuda:
+        torch_index = torch_index or f"{TORCH_INDEX_ROOT}/{cuda_index_tag(image.cuda or DEFAULT_CUDA)}"
+    elif image.accelerator is Accelerator.cpu:
+        torch_index = torch_index or f"{TORCH_INDEX_ROOT}/cpu"
+    else:
+        torch = None  # Habana's torch is in the base image; never reinstall it.
+    return ResolvedImage(
+        accelerator=image.accelerator,
+        base=image.base or default_base(image),
+        os=os_name,
+        python=python,
+        torch=torch,
+        torch_index=torch_index if torch else None,
+        deepspeed=deepspeed,
+        system_site_packages=image.accelerator is Accelerator.gaudi,
+        env=dict(image.env),
+    )
+
+
+def check_spec(spec: Spec) -> list[tuple[str, str]]:
+    """Combinations that cannot work, as (field path, what to do) pairs."""
+    problems = _check_accelerator(spec.image)
+    problems += _check_common(spec)
+    return problems
+
+
+def _check_accelerator(image: ImageSpec) -> list[tuple[str, str]]:
+    acc = image.accelerator
+    problems: list[tuple[str, str]] = []
+    if acc is not Accelerator.cuda and image.cuda:
+        problems.append(("image.cuda", f"cuda is only for accelerator: cuda (this is {acc.value})"))
+    if acc is not Accelerator.gaudi and image.synapse:
+        problems.append(
+            ("image.synapse", f"synapse is only for accelerator: gaudi (this is {acc.value})")
+        )
+    if image.base:
+        for other, pattern in _FAMILY_PATTERNS.items():
+            if other is not acc and pattern.search(image.base):
+                problems.append(
+                    (
+                        "image.base",
+                        f"{image.base!r} is a {other.value} image but accelerator is "
+                        f"{acc.value}; use a {acc.value} base or leave base unset",
+                    )
+                )
+    if image.os and image.os not in OSES:
+        problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}"))
+    if acc is Accelerator.cuda:
+        problems += _check_cuda(image)
+    elif acc is Accelerator.gaudi:
+        problems += _check_gaudi(image)
+    elif image.torch is None:
+        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.7.1"'))
+    return problems
+
+
+def _check_cuda(image: ImageSpec) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if image.os and image.os not in ("ubuntu22.04", "ubuntu24.04") and image.base is None:
+        problems.append(
+            ("image.os", "nvidia/cuda bases exist for ubuntu22.04 and ubuntu24.04 here")
+        )
+    if image.torch is None:
+        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.7.1"'))
+        return problems
+    if image.torch_index is not None:
+        return problems  # a user-chosen index: we cannot know what it carries
+    tag = cuda_index_tag(image.cuda or DEFAULT_CUDA)
+    minor = ".".join(image.torch.split(".")[:2])
+    indexes = TORCH_CUDA_INDEXES.get(minor)
+    if indexes is None:
+        known = ", ".join(TORCH_CUDA_INDEXES)
+        problems.append(
+            (
+                "image.torch",
+                f"torch {image.torch} is not in builder's CUDA wheel table (torch {known}); "
+                "pick one of those or set image.torch_index to the index that has it",
+            )
+        )
+    elif tag not in indexes:
+        problems.append(
+            (
+                "image.torch",
+                f"torch {image.torch} has no wheels on the {tag} index (CUDA "
+                f"{image.cuda or DEFAULT_CUDA}); it is built for {', '.join(indexes)}: "
+                "change image.cuda or image.torch",
+            )
+        )
+    return problems
+
+
+def _check_gaudi(image: ImageSpec) -> list[tuple[str, str]]:
+    synapse = image.synapse or DEFAULT_SYNAPSE
+    release = GAUDI_RELEASES.get(synapse)
+    if release is None:
+        return [
+            (
+                "image.synapse",
+                f"unknown SynapseAI release {synapse!r}; known: {', '.join(GAUDI_RELEASES)}",
+            )
+        ]
+    problems: list[tuple[str, str]] = []
+    if image.torch and image.torch != release.torch:
+        problems.append(
+            (
+                "image.torch",
+                f"SynapseAI {synapse} ships Habana's torch {release.torch}; "
+                "leave image.torch unset (a PyPI torch would replace Habana's build)",
+            )
+        )
+    if image.torch_index:
+        problems.append(("image.torch_index", "Gaudi uses the base image's torch; remove it"))
+    if image.deepspeed and image.deepspeed != synapse:
+        problems.append(
+            (
+                "image.deepspeed",
+                f"Gaudi needs the HabanaAI DeepSpeed fork at the SynapseAI tag: "
+                f'set deepspeed: "{synapse}"',
+            )
+        )
+    return problems
+
+
+def _check_common(spec: Spec) -> list[tuple[str, str]]:
+    image, launch = spec.image, spec.launch
+    problems: list[tuple[str, str]] = []
+    os_name = _os_of(image) if not _unknown_synapse(image) else None
+    if image.python and os_name in OSES and OSES[os_name].python != image.python:
+        problems.append(
+            (
+                "image.python",
+                f"{os_name} ships Python {OSES[os_name].python}, not {image.python}; "
+                f"set python to {OSES[os_name].python!r} or choose another base/os",
+            )
+        )
+    if image.pdsh and not image.ssh.enabled:
+        problems.append(("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh"))
+    if launch.launcher in ("deepspeed", "gaudi_spawn") and not image.deepspeed:
+        problems.append(
+            ("launch.launcher", f"{launch.launcher} needs DeepSpeed: set image.deepspeed")
+        )
+    if launch.launcher == "gaudi_spawn" and image.accelerator is not Accelerator.gaudi:
+        problems.append(("launch.launcher", "gaudi_spawn is for accelerator: gaudi"))
+    if launch.launcher == "mpirun" and not image.openmpi:
+        problems.append(("launch.launcher", "mpirun needs OpenMPI: set image.openmpi: true"))
+    return problems
+
+
+def _unknown_synapse(image: ImageSpec) -> bool:
+    return image.accelerator is Accelerator.gaudi and (
+        (image.synapse or DEFAULT_SYNAPSE) not in GAUDI_RELEASES
+    )
