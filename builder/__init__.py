@@ -40,7 +40,24 @@ _EXPORTS = {
     "lint_stack": "builder.lint",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "BuilderError",
+    "OutputFile",
+    "Recipe",
+    "Spec",
+    "SpecError",
+    "Stack",
+    "__version__",
+    "image_recipe",
+    "lint_stack",
+    "load_preset",
+    "load_spec",
+    "parse_spec",
+    "render_apptainer",
+    "render_dockerfile",
+    "render_outputs",
+    "spec_hash",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -72,7 +72,7 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    version: Annotated[
+    version: Annotated[  # noqa: ARG001 - handled eagerly by its callback
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
@@ -150,21 +150,18 @@ def render(
     force: ForceOpt = False,
 ) -> None:
     """Render the Dockerfile (+ files it copies) and the Apptainer .def files."""
-    from builder.context import render_outputs
+    from builder.context import primary_output, render_outputs
 
     stack = _stack(spec, preset)
-    files = render_outputs(stack, _format(fmt, has_output=output is not None))
+    chosen = _format(fmt, has_output=output is not None)
+    files = render_outputs(stack, chosen)
     if output is None:
-        typer.echo(files[0].text if fmt != "apptainer" else _first_def(files), nl=False)
+        typer.echo(primary_output(files, chosen).text, nl=False)
         return
     from builder.output import write_files
 
     for path in write_files(files, output, force=force):
         typer.echo(f"wrote {path}", err=True)
-
-
-def _first_def(files: list[Any]) -> str:
-    return next(f.text for f in files if f.path.endswith(".def") and ".docker-daemon." not in f.path)
 
 
 @app.command()

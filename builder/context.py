@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 Format = Literal["docker", "apptainer", "all"]
 DOCKERFILE = "Dockerfile"
+DAEMON_SUFFIX = ".docker-daemon.def"
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class OutputFile:
 
 def def_names(recipe: Recipe) -> tuple[str, str]:
     """File names of the two .def variants: from the base image, from the local daemon."""
-    return f"{recipe.name}.def", f"{recipe.name}.docker-daemon.def"
+    return f"{recipe.name}.def", f"{recipe.name}{DAEMON_SUFFIX}"
 
 
 def docker_context(recipe: Recipe) -> list[OutputFile]:
@@ -66,3 +67,10 @@ def render_outputs(stack: Stack, fmt: Format) -> list[OutputFile]:
         image = f"{stack.spec.image.name}:{stack.spec.image.tag}"
         files.update((f.path, f) for f in apptainer_files(recipe, image))
     return [files[path] for path in sorted(files)]
+
+
+def primary_output(files: list[OutputFile], fmt: Format) -> OutputFile:
+    """The one file to print when no folder is given: Dockerfile or the full .def."""
+    if fmt == "docker":
+        return next(f for f in files if f.path == DOCKERFILE)
+    return next(f for f in files if f.path.endswith(".def") and DAEMON_SUFFIX not in f.path)

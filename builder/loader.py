@@ -8,7 +8,6 @@ carries the dotted field path and the YAML line it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -18,6 +17,8 @@ from builder.presets import preset_text
 from builder.spec import Spec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pydantic import ValidationError
     from pydantic_core import ErrorDetails
 
@@ -79,8 +80,7 @@ def parse_spec(text: str, source: str) -> Spec:
     except ValidationError as exc:
         raise SpecError(source, _problems_from(exc, lines)) from None
     problems = [
-        Problem(path, message, _line_for(lines, _split(path)))
-        for path, message in check_spec(spec)
+        Problem(path, message, _line_for(lines, _split(path))) for path, message in check_spec(spec)
     ]
     if problems:
         raise SpecError(source, problems)
@@ -102,11 +102,16 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     if not isinstance(data, dict):
         raise SpecError(
             source,
-            [Problem("(top level)", "the spec must be a mapping with name:, image: and launch:", 1)],
+            [
+                Problem(
+                    "(top level)", "the spec must be a mapping with name:, image: and launch:", 1
+                )
+            ],
         )
     lines: dict[Path_, int] = {}
     duplicates: list[Problem] = []
-    _walk(node, (), lines, duplicates)
+    if node is not None:
+        _walk(node, (), lines, duplicates)
     if duplicates:
         raise SpecError(source, duplicates)
     return data, lines
@@ -127,8 +132,9 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], dups: list[Prob
                     )
                 )
             seen.add(key)
-            _walk(value_node, (*path, key), lines, dups)
-            lines[(*path, key)] = key_node.start_mark.line + 1
+            key_path = (*path, key)
+            _walk(value_node, key_path, lines, dups)
+            lines[key_path] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), lines, dups)
@@ -148,7 +154,7 @@ def _is_union_tag(part: str | int) -> bool:
     return isinstance(part, str) and ("[" in part or part in {"str", "int", "bool"})
 
 
-def _message(error: ErrorDetails, loc: Path_) -> str:
+def _message(error: ErrorDetails, loc: Path_) -> str:  # noqa: PLR0911 - one case per error kind
     kind = error["type"]
     field = str(loc[-1]) if loc else ""
     value = error.get("input")
@@ -159,7 +165,8 @@ def _message(error: ErrorDetails, loc: Path_) -> str:
     if kind == "string_type" and field in _VERSION_FIELDS and isinstance(value, int | float):
         return (
             f"YAML read {value!r} as a number; write the version in quotes, "
-            f'e.g. {field}: "{value}"' + (" (3.10 unquoted becomes 3.1)" if field == "python" else "")
+            f'e.g. {field}: "{value}"'
+            + (" (3.10 unquoted becomes 3.1)" if field == "python" else "")
         )
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not a valid value here (expected the pattern {_pattern(error)})"

@@ -32,7 +32,9 @@ def write_files(files: Iterable[OutputFile], directory: Path, *, force: bool) ->
         if path.exists() and (not path.is_file() or path.read_text(errors="replace") != f.text)
     ]
     if clashes and not force:
-        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        shown = ", ".join(clashes[:5]) + (
+            f" and {len(clashes) - 5} more" if len(clashes) > 5 else ""
+        )
         raise OutputExists(
             f"{shown} already exist{'s' if len(clashes) == 1 else ''} with other content; "
             "nothing was written. Pass --force to replace, or choose another -o folder."
@@ -54,8 +56,8 @@ def write_text(path: Path, text: str, mode: int = 0o644) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
 from builder.rootfs import ContextFile, rootfs_files
-from builder.stacks import BUILD_TOOLS, HABANA_DEEPSPEED, VENV, resolve_image
 from builder.spec import Accelerator
+from builder.stacks import BUILD_TOOLS, HABANA_DEEPSPEED, VENV, resolve_image
 
 if TYPE_CHECKING:
     from builder.loader import Stack
@@ -158,8 +158,7 @@ def _apt_packages(stack: Stack, resolved: ResolvedImage) -> list[str]:
 def _system_steps(stack: Stack, resolved: ResolvedImage) -> tuple[Step, ...]:
     install = [
         "apt-get update",
-        "apt-get install -y --no-install-recommends\n"
-        + "\n".join(_apt_packages(stack, resolved)),
+        "apt-get install -y --no-install-recommends\n" + "\n".join(_apt_packages(stack, resolved)),
         "rm -rf /var/lib/apt/lists/*",
     ]
     if stack.spec.image.ssh.enabled:

@@ -49,9 +49,7 @@ def rootfs_files(spec: Spec, resolved: ResolvedImage) -> tuple[ContextFile, ...]
         files.append(_file("/etc/ssh/sshd_config", 0o644, "sshd_config.j2", context))
         files.append(_file("/etc/ssh/ssh_config", 0o644, "ssh_config.j2", context))
     if image.ssh.enabled or image.user.name != "root":
-        files.append(
-            _file("/usr/local/bin/builder-entrypoint", 0o755, "entrypoint.sh.j2", context)
-        )
+        files.append(_file("/usr/local/bin/builder-entrypoint", 0o755, "entrypoint.sh.j2", context))
     return tuple(files)
 
 

@@ -133,10 +133,10 @@ class ImageSpec(_Model):
         description="requirements.txt path, relative to the spec file; installed last.",
     )
     env: EnvMap = Field(default_factory=dict, description="Environment baked into the image.")
-    ssh: SSH = Field(default_factory=SSH)  # type: ignore[arg-type]
+    ssh: SSH = Field(default_factory=SSH)
     pdsh: bool = Field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
     openmpi: bool = Field(False, description="Install OpenMPI (for mpirun launches).")
-    user: User = Field(default_factory=User)  # type: ignore[arg-type]
+    user: User = Field(default_factory=User)
     workdir: str = Field("/workspace", pattern=r"^/[^\s]*$", description="Working directory.")
     labels: dict[str, str] = Field(default_factory=dict, description="Extra image labels.")
 
@@ -147,11 +147,13 @@ class ImageSpec(_Model):
 
     @field_validator("apt", "pip")
     @classmethod
-    def _no_duplicates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _sorted_without_duplicates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Install order does not matter to apt or pip; sorting here makes the
+        # image hash independent of how the list was written.
         seen = {item for item in value if value.count(item) > 1}
         if seen:
             raise ValueError(f"listed twice: {', '.join(sorted(seen))}")
-        return value
+        return tuple(sorted(value))
 
 
 class Mount(_Model):
@@ -199,7 +201,7 @@ class LaunchSpec(_Model):
     )
     script: str = Field("train.py", min_length=1, description="Training script to launch.")
     args: tuple[str, ...] = Field((), description="Arguments passed to the script.")
-    slurm: Slurm = Field(default_factory=Slurm)  # type: ignore[arg-type]
+    slurm: Slurm = Field(default_factory=Slurm)
 
     @field_validator("env")
     @classmethod
@@ -214,7 +216,7 @@ class Spec(_Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="Stack name.")
     description: str = ""
     image: ImageSpec
-    launch: LaunchSpec = Field(default_factory=LaunchSpec)  # type: ignore[arg-type]
+    launch: LaunchSpec = Field(default_factory=LaunchSpec)
 
 
 def spec_json_schema() -> dict[str, Any]:

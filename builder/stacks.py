@@ -132,7 +132,9 @@ def resolve_image(image: ImageSpec) -> ResolvedImage:
     torch = image.torch
     deepspeed = image.deepspeed
     if image.accelerator is Accelerator.cuda:
-        torch_index = torch_index or f"{TORCH_INDEX_ROOT}/{cuda_index_tag(image.cuda or DEFAULT_CUDA)}"
+        torch_index = (
+            torch_index or f"{TORCH_INDEX_ROOT}/{cuda_index_tag(image.cuda or DEFAULT_CUDA)}"
+        )
     elif image.accelerator is Accelerator.cpu:
         torch_index = torch_index or f"{TORCH_INDEX_ROOT}/cpu"
     else:
@@ -267,7 +269,9 @@ def _check_common(spec: Spec) -> list[tuple[str, str]]:
             )
         )
     if image.pdsh and not image.ssh.enabled:
-        problems.append(("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh"))
+        problems.append(
+            ("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh")
+        )
     if launch.launcher in ("deepspeed", "gaudi_spawn") and not image.deepspeed:
         problems.append(
             ("launch.launcher", f"{launch.launcher} needs DeepSpeed: set image.deepspeed")

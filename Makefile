@@ -1,0 +1,56 @@
+# builder: the targets a newcomer would guess. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PRESETS = $(shell $(BIN)/python -c "from builder.presets import preset_names; print(' '.join(preset_names()))")
+
+.DEFAULT_GOAL := help
+.PHONY: help install tools demo test test-unit test-integration lint render bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
+
+$(BIN)/builder: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+install: $(BIN)/builder ## make .venv and install builder with dev, test and bench extras
+
+tools: ## install the real tools the tests use (sshd, ssh, shellcheck)
+	scripts/ensure-tools.sh
+
+demo: install ## render the default preset (cuda-deepspeed) into build/demo
+	$(BIN)/builder render --preset cuda-deepspeed -o build/demo --force
+	@echo "see build/demo: Dockerfile, rootfs/, cuda-deepspeed.def, cuda-deepspeed.docker-daemon.def"
+
+test: install tools ## run every test
+	$(BIN)/pytest
+
+test-unit: install ## run the tests that need no engine
+	$(BIN)/pytest tests/unit
+
+test-integration: install tools ## run the tests against a real Docker engine
+	$(BIN)/pytest tests/integration
+
+lint: install ## ruff, ruff format, mypy --strict, and builder lint on every preset
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	@for p in $(PRESETS); do echo "== builder lint --preset $$p"; $(BIN)/builder lint --preset $$p || exit 1; done
+
+render: install ## regenerate dockerfiles/ and apptainer/ from the presets (review the diff)
+	rm -rf dockerfiles/* apptainer/*
+	@for p in $(PRESETS); do \
+	  $(BIN)/builder render --preset $$p -f docker -o dockerfiles/$$p --force 2>/dev/null && \
+	  $(BIN)/builder render --preset $$p -f apptainer -o apptainer/$$p --force 2>/dev/null || exit 1; \
+	done
+	@echo "rendered: $(PRESETS)"
+
+bench: install ## print the benchmark figures (bench/)
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean: ## remove the venv, build outputs and caches
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

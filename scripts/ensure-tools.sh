@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck)
+# when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
+set -euo pipefail
+
+missing=()
+command -v ssh >/dev/null || missing+=(openssh-client)
+{ command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; } || missing+=(openssh-server)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "missing test tools: ${missing[*]} (install them with your package manager)" >&2
+    exit 1
+fi
+echo "installing test tools: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# policy-rc.d keeps the package from starting a system sshd on port 22
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+chmod +x /usr/sbin/policy-rc.d
+trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,50 @@
+"""Shared fixtures: specs written to a temp folder, presets loaded once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MINIMAL = """\
+name: demo
+image:
+  accelerator: cpu
+  torch: "2.13.0"
+  deepspeed: "0.19.8"
+"""
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[[str], Path]:
+    """Write YAML text (dedented) to tmp_path/stack.yaml and return its path."""
+
+    def write(text: str, name: str = "stack.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return write
+
+
+REQUIRE_REAL = os.environ.get("BUILDER_REQUIRE_REAL") == "1"
+"""Set by .ci/run: every real tool and the Docker engine must be there; no skips."""
+
+
+def real_tool(name: str) -> str:
+    """Path of a real external tool; fail under BUILDER_REQUIRE_REAL=1, else skip."""
+    sbin = Path("/usr/sbin") / name  # sshd lives here, often off a user's PATH
+    path = shutil.which(name) or (str(sbin) if sbin.exists() else None)
+    if path is None:
+        message = f"{name} is not installed (scripts/ensure-tools.sh installs it)"
+        if REQUIRE_REAL:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
