@@ -155,12 +155,16 @@ def _apt_packages(stack: Stack, resolved: ResolvedImage) -> list[str]:
     return sorted(packages)
 
 
-def _system_steps(stack: Stack, resolved: ResolvedImage) -> tuple[Step, ...]:
-    install = [
+def _apt_install(packages: list[str]) -> tuple[str, ...]:
+    return (
         "apt-get update",
-        "apt-get install -y --no-install-recommends\n" + "\n".join(_apt_packages(stack, resolved)),
+        "apt-get install -y --no-install-recommends\n" + "\n".join(packages),
         "rm -rf /var/lib/apt/lists/*",
-    ]
+    )
+
+
+def _system_steps(stack: Stack, resolved: ResolvedImage) -> tuple[Step, ...]:
+    install = list(_apt_install(_apt_packages(stack, resolved)))
     if stack.spec.image.ssh.enabled:
         # openssh-server's postinst makes host keys: drop them in this same
         # layer, or every container of the image would share (and leak) them.
@@ -189,7 +193,11 @@ def _python_steps(
 ) -> tuple[Step, ...]:
     image = stack.spec.image
     venv_flags = " --system-site-packages" if resolved.system_site_packages else ""
-    steps = [
+    steps = []
+    if resolved.deepspeed and resolved.accelerator is Accelerator.gaudi:
+        # pip clones the HabanaAI fork; git is needed only while building.
+        steps.append(Step("build-only tools", _apt_install(["git"])))
+    steps += [
         Step(
             "the virtual environment"
             + (" (sees Habana's torch in the system site-packages)" if venv_flags else ""),

@@ -28,7 +28,8 @@ OSES: dict[str, OSRelease] = {
     "bookworm": OSRelease(python="3.11", pep668=True),
 }
 
-# torch minor -> CUDA wheel indexes on download.pytorch.org that carry it.
+# torch minor -> CUDA wheel indexes on download.pytorch.org that carry it
+# (PyTorch's previous-versions page and RELEASE.md compatibility matrix).
 TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
     "2.1": ("cu118", "cu121"),
     "2.2": ("cu118", "cu121"),
@@ -39,31 +40,66 @@ TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
     "2.7": ("cu118", "cu126", "cu128"),
     "2.8": ("cu126", "cu128", "cu129"),
     "2.9": ("cu126", "cu128", "cu130"),
+    "2.10": ("cu126", "cu128", "cu130"),
+    "2.11": ("cu126", "cu128", "cu130"),
+    "2.12": ("cu126", "cu130", "cu132"),
+    "2.13": ("cu126", "cu130", "cu132"),
+    "2.14": ("cu126", "cu130", "cu132"),
 }
 TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
+
+# nvidia/cuda X.Y.Z-cudnn-devel-OS tags NVIDIA still publishes (its
+# supported-tags list; older tags are deleted after the driver's end of life).
+CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
+    "12.4.1": ("ubuntu22.04",),
+    "12.6.3": ("ubuntu22.04", "ubuntu24.04"),
+    "12.9.1": ("ubuntu22.04", "ubuntu24.04"),
+    "13.0.3": ("ubuntu22.04", "ubuntu24.04"),
+    "13.1.2": ("ubuntu22.04", "ubuntu24.04"),
+    "13.2.1": ("ubuntu22.04", "ubuntu24.04"),
+}
 
 
 @dataclass(frozen=True)
 class GaudiRelease:
-    """An Intel Gaudi SynapseAI release: its base OS and the torch it ships."""
+    """An Intel Gaudi SynapseAI release: the torch its base image ships, its OSes."""
 
-    os: str
     torch: str
+    oses: tuple[str, ...] = ("ubuntu22.04",)
 
 
+# Habana's pytorch-installer images (Support Matrix, Setup_and_Install common.mk).
+# Each release has a HabanaAI/DeepSpeed tag of the same name.
 GAUDI_RELEASES: dict[str, GaudiRelease] = {
-    "1.18.0": GaudiRelease(os="ubuntu22.04", torch="2.4.0"),
-    "1.19.0": GaudiRelease(os="ubuntu22.04", torch="2.5.1"),
-    "1.20.0": GaudiRelease(os="ubuntu22.04", torch="2.6.0"),
-    "1.21.0": GaudiRelease(os="ubuntu22.04", torch="2.6.0"),
-    "1.22.0": GaudiRelease(os="ubuntu22.04", torch="2.7.1"),
-    "1.22.1": GaudiRelease(os="ubuntu24.04", torch="2.7.1"),
+    "1.18.0": GaudiRelease(torch="2.4.0"),
+    "1.19.0": GaudiRelease(torch="2.5.1"),
+    "1.20.0": GaudiRelease(torch="2.6.0"),
+    "1.21.0": GaudiRelease(torch="2.6.0"),
+    "1.22.0": GaudiRelease(torch="2.7.1", oses=("ubuntu22.04", "ubuntu24.04")),
+    "1.23.0": GaudiRelease(torch="2.9.0", oses=("ubuntu22.04", "ubuntu24.04")),
 }
 HABANA_DEEPSPEED = "git+https://github.com/HabanaAI/DeepSpeed.git@{tag}"
 
-DEFAULT_CUDA = "12.8.1"
+# Set by Habana's images (ENV or /etc/profile.d) and needed by every rank;
+# DeepSpeed forwards none of them to remote nodes by itself.
+GAUDI_RUNTIME_ENV = (
+    "DATA_LOADER_AEON_LIB_PATH",
+    "GC_KERNEL_PATH",
+    "HABANA_LOGS",
+    "HABANA_PLUGINS_LIB_PATH",
+    "HABANA_SCAL_BIN_PATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "MPI_ROOT",
+    "OPAL_PREFIX",
+    "RDMA_CORE_LIB",
+    "RDMA_CORE_ROOT",
+)
+
+DEFAULT_CUDA = "12.6.3"
 DEFAULT_CUDA_OS = "ubuntu22.04"
-DEFAULT_SYNAPSE = "1.22.0"
+DEFAULT_SYNAPSE = "1.23.0"
+DEFAULT_GAUDI_OS = "ubuntu22.04"
 CPU_BASE = "debian:bookworm-slim"
 CPU_OS = "bookworm"
 VENV = "/opt/venv"
@@ -93,10 +129,23 @@ class ResolvedImage:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def cuda_index_tag(cuda: str) -> str:
-    """'12.8.1' -> 'cu128', the download.pytorch.org index for that CUDA."""
-    major, minor = cuda.split(".")[:2]
-    return f"cu{major}{minor}"
+def torch_cuda_index(torch: str, cuda: str) -> str | None:
+    """The CUDA wheel index for torch on a CUDA base: same major, newest minor <= the base's.
+
+    The wheels bring their own CUDA runtime; the base's toolkit must match
+    torch's CUDA major for extensions (DeepSpeed's ops) to compile.
+    """
+    major, minor = (int(part) for part in cuda.split(".")[:2])
+    fitting = [
+        tag
+        for tag in TORCH_CUDA_INDEXES.get(_minor_of(torch), ())
+        if int(tag[2:-1]) == major and int(tag[-1]) <= minor
+    ]
+    return max(fitting, key=lambda tag: int(tag[-1]), default=None)
+
+
+def _minor_of(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 def default_base(image: ImageSpec) -> str:
@@ -108,7 +157,7 @@ def default_base(image: ImageSpec) -> str:
         synapse = image.synapse or DEFAULT_SYNAPSE
         release = GAUDI_RELEASES[synapse]
         return (
-            f"vault.habana.ai/gaudi-docker/{synapse}/{image.os or release.os}"
+            f"vault.habana.ai/gaudi-docker/{synapse}/{image.os or DEFAULT_GAUDI_OS}"
             f"/habanalabs/pytorch-installer-{release.torch}:latest"
         )
     return CPU_BASE
@@ -117,8 +166,8 @@ def default_base(image: ImageSpec) -> str:
 def _os_of(image: ImageSpec) -> str | None:
     if image.os:
         return image.os
-    if image.accelerator is Accelerator.gaudi:
-        return GAUDI_RELEASES[image.synapse or DEFAULT_SYNAPSE].os
+    if image.accelerator is Accelerator.gaudi and image.base is None:
+        return DEFAULT_GAUDI_OS
     if image.base is None:
         return DEFAULT_CUDA_OS if image.accelerator is Accelerator.cuda else CPU_OS
     return next((name for name in OSES if name in image.base), None)
@@ -131,10 +180,8 @@ def resolve_image(image: ImageSpec) -> ResolvedImage:
     torch_index = image.torch_index
     torch = image.torch
     deepspeed = image.deepspeed
-    if image.accelerator is Accelerator.cuda:
-        torch_index = (
-            torch_index or f"{TORCH_INDEX_ROOT}/{cuda_index_tag(image.cuda or DEFAULT_CUDA)}"
-        )
+    if image.accelerator is Accelerator.cuda and torch and torch_index is None:
+        torch_index = f"{TORCH_INDEX_ROOT}/{torch_cuda_index(torch, image.cuda or DEFAULT_CUDA)}"
     elif image.accelerator is Accelerator.cpu:
         torch_index = torch_index or f"{TORCH_INDEX_ROOT}/cpu"
     else:
@@ -185,40 +232,48 @@ def _check_accelerator(image: ImageSpec) -> list[tuple[str, str]]:
     elif acc is Accelerator.gaudi:
         problems += _check_gaudi(image)
     elif image.torch is None:
-        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.7.1"'))
+        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.14.1"'))
     return problems
 
 
 def _check_cuda(image: ImageSpec) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    if image.os and image.os not in ("ubuntu22.04", "ubuntu24.04") and image.base is None:
-        problems.append(
-            ("image.os", "nvidia/cuda bases exist for ubuntu22.04 and ubuntu24.04 here")
-        )
+    cuda = image.cuda or DEFAULT_CUDA
+    if image.base is None:
+        oses = CUDA_DEVEL_TAGS.get(cuda)
+        if oses is None:
+            problems.append(
+                (
+                    "image.cuda",
+                    f"nvidia/cuda has no {cuda}-cudnn-devel image (any more); use one of "
+                    f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base",
+                )
+            )
+        elif (image.os or DEFAULT_CUDA_OS) not in oses:
+            problems.append(
+                ("image.os", f"nvidia/cuda {cuda}-cudnn-devel exists for {', '.join(oses)}")
+            )
     if image.torch is None:
-        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.7.1"'))
+        problems.append(("image.torch", 'set the torch version, e.g. torch: "2.14.1"'))
         return problems
     if image.torch_index is not None:
         return problems  # a user-chosen index: we cannot know what it carries
-    tag = cuda_index_tag(image.cuda or DEFAULT_CUDA)
-    minor = ".".join(image.torch.split(".")[:2])
-    indexes = TORCH_CUDA_INDEXES.get(minor)
+    indexes = TORCH_CUDA_INDEXES.get(_minor_of(image.torch))
     if indexes is None:
-        known = ", ".join(TORCH_CUDA_INDEXES)
         problems.append(
             (
                 "image.torch",
-                f"torch {image.torch} is not in builder's CUDA wheel table (torch {known}); "
-                "pick one of those or set image.torch_index to the index that has it",
+                f"torch {image.torch} is not in builder's CUDA wheel table "
+                f"({', '.join(TORCH_CUDA_INDEXES)}); pick one of those or set "
+                "image.torch_index to the index that has it",
             )
         )
-    elif tag not in indexes:
+    elif torch_cuda_index(image.torch, cuda) is None:
         problems.append(
             (
                 "image.torch",
-                f"torch {image.torch} has no wheels on the {tag} index (CUDA "
-                f"{image.cuda or DEFAULT_CUDA}); it is built for {', '.join(indexes)}: "
-                "change image.cuda or image.torch",
+                f"torch {image.torch} has no wheels for CUDA {cuda} (it is built for "
+                f"{', '.join(indexes)}): change image.cuda or image.torch",
             )
         )
     return problems
@@ -235,6 +290,10 @@ def _check_gaudi(image: ImageSpec) -> list[tuple[str, str]]:
             )
         ]
     problems: list[tuple[str, str]] = []
+    if image.base is None and (image.os or DEFAULT_GAUDI_OS) not in release.oses:
+        problems.append(
+            ("image.os", f"SynapseAI {synapse} images exist for {', '.join(release.oses)}")
+        )
     if image.torch and image.torch != release.torch:
         problems.append(
             (

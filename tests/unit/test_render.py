@@ -199,7 +199,7 @@ def test_docker_daemon_def_needs_a_tag() -> None:
     with pytest.raises(ValueError, match="explicit name:tag"):
         render_apptainer(recipe, "docker-daemon", "team/train")
     text = render_apptainer(recipe, "docker-daemon", "team/train:1.0")
-    assert text.splitlines()[1:3] == ["Bootstrap: docker-daemon", "From: team/train:1.0"]
+    assert text.splitlines()[:2] == ["Bootstrap: docker-daemon", "From: team/train:1.0"]
     assert "%post" not in text
 
 

@@ -10,6 +10,7 @@ from builder.errors import Problem, SpecError, UsageError
 from builder.loader import load_preset, load_spec, load_stack, parse_spec
 from builder.presets import preset_names
 from builder.spec import Accelerator, Spec
+from builder.stacks import torch_cuda_index
 from tests.conftest import MINIMAL
 
 if TYPE_CHECKING:
@@ -152,13 +153,13 @@ def test_gaudi_rules() -> None:
 name: g
 image:
   accelerator: gaudi
-  synapse: "1.22.0"
+  synapse: "1.23.0"
   torch: "2.5.1"
   deepspeed: "0.16.0"
 """
     found = {p.path: p.message for p in problems(text)}
-    assert "ships Habana's torch 2.7.1" in found["image.torch"]
-    assert 'set deepspeed: "1.22.0"' in found["image.deepspeed"]
+    assert "ships Habana's torch 2.9.0" in found["image.torch"]
+    assert 'set deepspeed: "1.23.0"' in found["image.deepspeed"]
 
 
 def test_torch_missing_from_the_cuda_index() -> None:
@@ -166,14 +167,48 @@ def test_torch_missing_from_the_cuda_index() -> None:
 name: c
 image:
   accelerator: cuda
-  cuda: "12.8.1"
+  cuda: "13.0.3"
   torch: "2.4.1"
   deepspeed: "0.19.8"
 """
     (problem,) = problems(text)
     assert problem.path == "image.torch"
     assert problem.line == 5
-    assert "no wheels on the cu128 index" in problem.message
+    assert "no wheels for CUDA 13.0.3 (it is built for cu118, cu121, cu124)" in problem.message
+
+
+def test_cuda_without_a_published_devel_image() -> None:
+    text = 'name: c\nimage:\n  accelerator: cuda\n  cuda: "12.8.1"\n  torch: "2.9.1"\n'
+    (problem,) = problems(text + "launch: {launcher: torchrun}\n")
+    assert (problem.path, problem.line) == ("image.cuda", 4)
+    assert "12.6.3" in problem.message
+    ok = text + "  base: registry.example/cuda:12.8.1-devel\nlaunch: {launcher: torchrun}\n"
+    assert parse_spec(ok, "s").image.cuda == "12.8.1"
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "index"),
+    [
+        ("2.14.1", "12.6.3", "cu126"),
+        ("2.14.1", "12.9.1", "cu126"),
+        ("2.14.1", "13.1.2", "cu130"),
+        ("2.14.1", "13.2.1", "cu132"),
+        ("2.8.0", "12.9.1", "cu129"),
+        ("2.7.1", "13.0.3", None),
+        ("2.5.1", "12.4.1", "cu124"),
+        ("1.13.1", "12.4.1", None),
+    ],
+)
+def test_torch_cuda_index_same_major_newest_fitting_minor(
+    torch: str, cuda: str, index: str | None
+) -> None:
+    assert torch_cuda_index(torch, cuda) == index
+
+
+def test_gaudi_os_must_exist_for_the_release() -> None:
+    text = 'name: g\nimage:\n  accelerator: gaudi\n  synapse: "1.20.0"\n  os: ubuntu24.04\n'
+    (problem,) = problems(text + "launch: {launcher: torchrun}\n")
+    assert (problem.path, problem.line) == ("image.os", 5)
 
 
 def test_explicit_torch_index_skips_the_table() -> None:
