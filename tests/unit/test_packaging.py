@@ -1,0 +1,77 @@
+"""The wheel a user installs carries the templates, presets and py.typed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from builder.presets import preset_names
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "builder" / "templates").rglob("*.j2"))
+
+
+@pytest.mark.slow
+def test_wheel_ships_templates_presets_and_entry_point(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("builder-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert TEMPLATES, "no templates found in the source tree"
+    for template in TEMPLATES:
+        assert template in names
+    for preset in preset_names():
+        assert f"builder/presets/{preset}.yaml" in names
+    assert "builder/py.typed" in names
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "builder = builder.cli:main" in text
+    assert not any(n.startswith(("tests/", "dockerfiles/", "bench/")) for n in names)
+
+
+@pytest.mark.slow
+def test_installed_wheel_renders_outside_the_source_tree(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("builder-*.whl")
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import builder, builder.context as c, builder.loader as l;"
+        "assert builder.__file__.startswith(sys.argv[1]);"
+        "print(c.render_outputs(l.load_preset('cuda-deepspeed'), 'docker')[0].text)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "FROM nvidia/cuda:" in result.stdout
