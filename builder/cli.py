@@ -86,6 +86,17 @@ def _stack(spec: Path | None, preset: str | None) -> Any:
     return load_stack(spec, preset)
 
 
+def _print_or_write(text: str, output: Path | None, *, force: bool) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from builder.context import OutputFile
+    from builder.output import write_files
+
+    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
+    typer.echo(f"wrote {output}", err=True)
+
+
 def _format(value: str | None, *, has_output: bool) -> Any:
     from builder.errors import UsageError
 
@@ -127,15 +138,7 @@ def init(
     """Write a preset out as a stack.yaml to edit."""
     from builder.presets import preset_text
 
-    text = preset_text(preset)
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    from builder.context import OutputFile
-    from builder.output import write_files
-
-    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
-    typer.echo(f"wrote {output}", err=True)
+    _print_or_write(preset_text(preset), output, force=force)
 
 
 @app.command()
@@ -190,13 +193,7 @@ def schema(
     from builder.spec import spec_json_schema
 
     text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    from builder.context import OutputFile
-    from builder.output import write_files
-
-    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
+    _print_or_write(text, output, force=force)
 
 
 def main() -> None:

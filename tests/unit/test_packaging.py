@@ -15,15 +15,22 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "builder" / "templates").rglob("*.j2"))
 
 
-@pytest.mark.slow
-def test_wheel_ships_templates_presets_and_entry_point(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel as `python -m build` makes it from this checkout."""
+    out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out)],
         cwd=ROOT,
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("builder-*.whl")
+    (built,) = out.glob("builder-*.whl")
+    return built
+
+
+@pytest.mark.slow
+def test_wheel_ships_templates_presets_and_entry_point(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert TEMPLATES, "no templates found in the source tree"
     for template in TEMPLATES:
@@ -38,14 +45,7 @@ def test_wheel_ships_templates_presets_and_entry_point(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_installed_wheel_renders_outside_the_source_tree(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("builder-*.whl")
+def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
         [
