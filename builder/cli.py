@@ -1,6 +1,6 @@
 """The `builder` command line: parse options, call one library function, print.
 
-Heavy modules (pydantic models, jinja2, docker) are imported inside the
+Heavy modules (the spec models, yaml, jinja2, docker) are imported inside the
 commands, so `builder --help` stays fast. ``BuilderGroup`` is the one place
 that turns a ``BuilderError`` into a red message and its exit code.
 """

@@ -13,20 +13,16 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from builder.errors import Problem, SpecError, UsageError
+from builder.model import Invalid, parse
 from builder.presets import preset_text
 from builder.spec import Spec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pydantic import ValidationError
-    from pydantic_core import ErrorDetails
-
 Path_ = tuple[str | int, ...]
-
-# Fields whose YAML value people write unquoted and YAML turns into a float
-# (3.10 -> 3.1) or int: say so instead of "input should be a valid string".
-_VERSION_FIELDS = {"python", "torch", "cuda", "synapse", "deepspeed", "tag", "version"}
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML has it (several times faster), else pure Python."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +66,15 @@ def load_stack(spec_path: Path | None, preset: str | None) -> Stack:
 
 def parse_spec(text: str, source: str) -> Spec:
     """Parse YAML text into a Spec, raising one SpecError listing every problem."""
-    from pydantic import ValidationError
-
     from builder.stacks import check_spec
 
     data, lines = _load_yaml(text, source)
     try:
-        spec = Spec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(source, _problems_from(exc, lines)) from None
+        spec = parse(Spec, data)
+    except Invalid as exc:
+        raise SpecError(
+            source, [Problem(_join(loc), msg, _line_for(lines, loc)) for loc, msg in exc.problems]
+        ) from None
     problems = [
         Problem(path, message, _line_for(lines, _split(path))) for path, message in check_spec(spec)
     ]
@@ -89,8 +85,8 @@ def parse_spec(text: str, source: str) -> Spec:
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
@@ -138,49 +134,6 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], dups: list[Prob
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), lines, dups)
-
-
-def _problems_from(exc: ValidationError, lines: dict[Path_, int]) -> list[Problem]:
-    problems = []
-    for error in exc.errors(include_url=False):
-        loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
-        problems.append(Problem(_join(loc), _message(error, loc), _line_for(lines, loc)))
-    return problems
-
-
-def _is_union_tag(part: str | int) -> bool:
-    # pydantic adds the member type name ("str", "function-after[...]") to loc
-    # for union members; users never wrote those.
-    return isinstance(part, str) and ("[" in part or part in {"str", "int", "bool"})
-
-
-def _message(error: ErrorDetails, loc: Path_) -> str:  # noqa: PLR0911 - one case per error kind
-    kind = error["type"]
-    field = str(loc[-1]) if loc else ""
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        return f"unknown key {field!r}; check its spelling (see `builder schema`)"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "string_type" and field in _VERSION_FIELDS and isinstance(value, int | float):
-        return (
-            f"YAML read {value!r} as a number; write the version in quotes, "
-            f'e.g. {field}: "{value}"'
-            + (" (3.10 unquoted becomes 3.1)" if field == "python" else "")
-        )
-    if kind == "string_pattern_mismatch":
-        return f"{value!r} is not a valid value here (expected the pattern {_pattern(error)})"
-    if kind in {"enum", "literal_error"}:
-        expected = error.get("ctx", {}).get("expected", "")
-        return f"{value!r} is not one of {expected}"
-    text = str(error["msg"]).removeprefix("Value error, ")
-    if value is not None and not isinstance(value, dict | list):
-        return f"{text} (got {value!r})"
-    return text
-
-
-def _pattern(error: ErrorDetails) -> str:
-    return str(error.get("ctx", {}).get("pattern", ""))
 
 
 def _join(loc: Path_) -> str:

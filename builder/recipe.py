@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
+from builder.model import dump
 from builder.rootfs import ContextFile, rootfs_files
 from builder.spec import Accelerator
 from builder.stacks import BUILD_TOOLS, HABANA_DEEPSPEED, VENV, resolve_image
@@ -112,7 +113,7 @@ def spec_hash(stack: Stack, requirements: str | None = None) -> str:
     """
     text = requirements if requirements is not None else _requirements_text(stack)
     payload = json.dumps(
-        {"image": stack.spec.image.model_dump(mode="json"), "requirements": text},
+        {"image": dump(stack.spec.image), "requirements": text},
         sort_keys=True,
         separators=(",", ":"),
     )

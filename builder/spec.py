@@ -13,27 +13,19 @@ each with its own field path.
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from builder.model import field, json_schema
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_IMAGE_NAME = re.compile(
-    r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
-)
-_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)?$")
-_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$")
-_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-
-
-class _Model(BaseModel):
-    """Closed and frozen: unknown keys are errors, values never change."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_IMAGE_NAME = r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
+_IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+_TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+_VERSION = r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)?$"
+_PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$"
+_USER = r"^[a-z_][a-z0-9_-]{0,31}$"
 
 
 class Accelerator(str, Enum):
@@ -44,12 +36,7 @@ class Accelerator(str, Enum):
     cpu = "cpu"
 
 
-Version = Annotated[str, Field(pattern=_VERSION.pattern)]
-EnvMap = dict[Annotated[str, Field(pattern=_ENV_NAME.pattern)], str]
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-def _check_env_values(env: dict[str, str]) -> dict[str, str]:
+def _env_values(env: dict[str, str]) -> dict[str, str]:
     if "PATH" in env:
         raise ValueError(
             "PATH is managed by builder (the venv goes in front of the base image's PATH); "
@@ -61,12 +48,24 @@ def _check_env_values(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class SSH(_Model):
+def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    # Install order does not matter to apt or pip; sorting makes the image
+    # hash independent of how the list was written.
+    twice = sorted({item for item in items if items.count(item) > 1})
+    if twice:
+        raise ValueError(f"listed twice: {', '.join(twice)}")
+    return tuple(sorted(items))
+
+
+@dataclass(frozen=True)
+class SSH:
     """sshd inside the image, so pdsh/DeepSpeed can reach every node."""
 
-    enabled: bool = Field(True, description="Install and configure sshd and the ssh client.")
-    port: Port = Field(
+    enabled: bool = field(True, description="Install and configure sshd and the ssh client.")
+    port: int = field(
         3022,
+        ge=1,
+        le=65535,
         description=(
             "Port sshd listens on AND the ssh client's default port, so pdsh and "
             "DeepSpeed need no --ssh_port. Not 22: with host networking the host's "
@@ -75,104 +74,109 @@ class SSH(_Model):
     )
 
 
-class User(_Model):
+@dataclass(frozen=True)
+class User:
     """The account training runs as; sshd itself always starts as root."""
 
-    name: str = Field("root", pattern=_USER.pattern, description="Login name.")
-    uid: int = Field(1000, ge=1, le=2**31 - 2, description="UID when name is not root.")
+    name: str = field("root", pattern=_USER, description="Login name.")
+    uid: int = field(1000, ge=1, le=2**31 - 2, description="UID when name is not root.")
 
 
-class ImageSpec(_Model):
+@dataclass(frozen=True)
+class ImageSpec:
     """Everything baked into the image. Any change here changes the image hash."""
 
-    name: str = Field(
-        "builder/stack",
-        pattern=_IMAGE_NAME.pattern,
-        description="Image repository name, e.g. team/train.",
+    accelerator: Accelerator = field(description="cuda, gaudi or cpu.")
+    name: str = field(
+        "builder/stack", pattern=_IMAGE_NAME, description="Image repository name, e.g. team/train."
     )
-    tag: str = Field("latest", pattern=_TAG.pattern, description="Image tag.")
-    accelerator: Accelerator = Field(description="cuda, gaudi or cpu.")
-    base: str | None = Field(
+    tag: str = field("latest", pattern=_TAG, description="Image tag.")
+    base: str | None = field(
         None,
-        pattern=_IMAGE_REF.pattern,
+        pattern=_IMAGE_REF,
         description="Base image; default derived from accelerator, cuda/synapse and os.",
     )
-    os: str | None = Field(
+    os: str | None = field(
         None, description="OS of the base image: ubuntu22.04, ubuntu24.04 or bookworm."
     )
-    cuda: Version | None = Field(None, description="CUDA toolkit version (cuda only), e.g. 12.8.1.")
-    synapse: Version | None = Field(
-        None, description="Intel Gaudi SynapseAI release (gaudi only), e.g. 1.22.0."
+    cuda: str | None = field(
+        None, pattern=_VERSION, description="CUDA toolkit version (cuda only), e.g. 12.6.3."
     )
-    python: Version | None = Field(
-        None, description="Python version; must be the base OS's python3 (checked)."
+    synapse: str | None = field(
+        None, pattern=_VERSION, description="Intel Gaudi SynapseAI release (gaudi only)."
     )
-    torch: Version | None = Field(
+    python: str | None = field(
+        None, pattern=_VERSION, description="Python version; must be the base OS's python3."
+    )
+    torch: str | None = field(
         None,
+        pattern=_VERSION,
         description="torch version (gaudi: fixed by the SynapseAI release; leave unset).",
     )
-    torch_index: str | None = Field(
+    torch_index: str | None = field(
         None,
+        pattern=r"^(https?|file)://\S+$",
         description="pip index for torch; default derived from accelerator and CUDA version.",
     )
-    deepspeed: str | None = Field(
+    deepspeed: str | None = field(
         None,
+        pattern=_VERSION,
         description=(
             "DeepSpeed version from PyPI (cuda, cpu) or the HabanaAI/DeepSpeed tag "
             "(gaudi: must equal the SynapseAI release). Unset: no DeepSpeed."
         ),
     )
-    apt: tuple[Annotated[str, Field(pattern=_PACKAGE.pattern)], ...] = Field(
-        (), description="Extra Debian/Ubuntu packages."
+    apt: tuple[str, ...] = field(
+        (), items_pattern=_PACKAGE, check=_sorted_unique, description="Extra apt packages."
     )
-    pip: tuple[Annotated[str, Field(pattern=_PACKAGE.pattern)], ...] = Field(
-        (), description="Extra pip requirements (pin them: name==version)."
+    pip: tuple[str, ...] = field(
+        (),
+        items_pattern=_PACKAGE,
+        check=_sorted_unique,
+        description="Extra pip requirements (pin them: name==version).",
     )
-    requirements: str | None = Field(
+    requirements: str | None = field(
         None,
+        min_length=1,
         description="requirements.txt path, relative to the spec file; installed last.",
     )
-    env: EnvMap = Field(default_factory=dict, description="Environment baked into the image.")
-    ssh: SSH = Field(default_factory=SSH)
-    pdsh: bool = Field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
-    openmpi: bool = Field(False, description="Install OpenMPI (for mpirun launches).")
-    user: User = Field(default_factory=User)
-    workdir: str = Field("/workspace", pattern=r"^/[^\s]*$", description="Working directory.")
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra image labels.")
-
-    @field_validator("env")
-    @classmethod
-    def _env_on_one_line(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env_values(value)
-
-    @field_validator("apt", "pip")
-    @classmethod
-    def _sorted_without_duplicates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        # Install order does not matter to apt or pip; sorting here makes the
-        # image hash independent of how the list was written.
-        seen = {item for item in value if value.count(item) > 1}
-        if seen:
-            raise ValueError(f"listed twice: {', '.join(sorted(seen))}")
-        return tuple(sorted(value))
+    env: dict[str, str] = field(
+        default_factory=dict,
+        keys_pattern=ENV_NAME,
+        check=_env_values,
+        description="Environment baked into the image.",
+    )
+    ssh: SSH = field(default_factory=SSH)
+    pdsh: bool = field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
+    openmpi: bool = field(False, description="Install OpenMPI (for mpirun launches).")
+    user: User = field(default_factory=User)
+    workdir: str = field("/workspace", pattern=r"^/\S*$", description="Working directory.")
+    labels: dict[str, str] = field(
+        default_factory=dict,
+        keys_pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Extra image labels.",
+    )
 
 
-class Mount(_Model):
+@dataclass(frozen=True)
+class Mount:
     """A host path bind-mounted into every node's container."""
 
-    source: str = Field(min_length=1, description="Host path.")
-    target: str = Field(pattern=r"^/", description="Path inside the container.")
-    read_only: bool = Field(False, description="Mount read-only.")
+    source: str = field(min_length=1, description="Host path.")
+    target: str = field(pattern=r"^/.*$", description="Path inside the container.")
+    read_only: bool = field(False, description="Mount read-only.")
 
 
-class Slurm(_Model):
+@dataclass(frozen=True)
+class Slurm:
     """#SBATCH options for `builder slurm`."""
 
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = Field(None, description="Wall time, e.g. 02:00:00.")
-    gpus_per_node: int | None = Field(None, ge=0)
-    cpus_per_task: int | None = Field(None, ge=1)
-    extra: dict[str, str] = Field(
+    partition: str | None = field(None, description="Partition (-p).")
+    account: str | None = field(None, description="Account (-A).")
+    time: str | None = field(None, description="Wall time, e.g. 02:00:00.")
+    gpus_per_node: int | None = field(None, ge=0, description="GPUs per node.")
+    cpus_per_task: int | None = field(None, ge=1, description="CPUs per task.")
+    extra: dict[str, str] = field(
         default_factory=dict, description="Further #SBATCH options, e.g. {exclusive: ''}."
     )
 
@@ -181,47 +185,47 @@ Launcher = Literal["deepspeed", "torchrun", "gaudi_spawn", "mpirun"]
 Runtime = Literal["docker", "apptainer", "singularity", "none"]
 
 
-class LaunchSpec(_Model):
+@dataclass(frozen=True)
+class LaunchSpec:
     """How the image is started on nodes. Never read by the image renderers."""
 
-    launcher: Launcher = "deepspeed"
-    runtime: Runtime = "docker"
-    nodes: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
+    launcher: Launcher = field("deepspeed", description="Launcher command.")
+    runtime: Runtime = field("docker", description="Container runtime on the nodes.")
+    nodes: tuple[str, ...] = field(
         ("node1", "node2"),
         min_length=1,
+        items_pattern=r"^\S+$",
         description="Host names or Slurm node lists (gpu[01-04]); order = node rank.",
     )
-    slots: int = Field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
-    master_addr: str | None = Field(None, description="Default: the first node.")
-    master_port: Port = 29500
-    mounts: tuple[Mount, ...] = ()
-    env: EnvMap = Field(
+    slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
+    master_addr: str | None = field(None, description="Default: the first node.")
+    master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
+    mounts: tuple[Mount, ...] = field((), description="Bind mounts.")
+    env: dict[str, str] = field(
         default_factory=dict,
+        keys_pattern=ENV_NAME,
+        check=_env_values,
         description="Run-time environment (NCCL_*, HCCL_*, ...); also goes to .deepspeed_env.",
     )
-    script: str = Field("train.py", min_length=1, description="Training script to launch.")
-    args: tuple[str, ...] = Field((), description="Arguments passed to the script.")
-    slurm: Slurm = Field(default_factory=Slurm)
-
-    @field_validator("env")
-    @classmethod
-    def _env_on_one_line(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env_values(value)
+    script: str = field("train.py", min_length=1, description="Training script to launch.")
+    args: tuple[str, ...] = field((), description="Arguments passed to the script.")
+    slurm: Slurm = field(default_factory=Slurm)
 
 
-class Spec(_Model):
+@dataclass(frozen=True)
+class Spec:
     """A whole stack: what to bake and how to launch it."""
 
-    version: Literal[1] = Field(1, description="Spec format version.")
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="Stack name.")
-    description: str = ""
-    image: ImageSpec
-    launch: LaunchSpec = Field(default_factory=LaunchSpec)
+    name: str = field(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="Stack name.")
+    image: ImageSpec = field(description="What is baked into the image.")
+    version: Literal[1] = field(1, description="Spec format version.")
+    description: str = field("", description="One line shown by `builder presets`.")
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
 
 
 def spec_json_schema() -> dict[str, Any]:
     """JSON Schema of stack.yaml, for editors (yaml-language-server)."""
-    schema = Spec.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "builder stack spec"
-    return schema
+    return json_schema(Spec, "builder stack spec")
+
+
+__all__ = ["SSH", "Accelerator", "ImageSpec", "LaunchSpec", "Mount", "Slurm", "Spec", "User"]
