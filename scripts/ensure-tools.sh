@@ -18,8 +18,18 @@ fi
 echo "installing test tools: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# policy-rc.d keeps the package from starting a system sshd on port 22
-printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+# policy-rc.d keeps the package from starting a system sshd on port 22; an
+# existing one (Debian's container images ship one) is put back afterwards.
+policy=/usr/sbin/policy-rc.d
+saved=""
+if [ -e "$policy" ]; then
+    saved=$(mktemp)
+    cp -p "$policy" "$saved"
+fi
+restore() {
+    if [ -n "$saved" ]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+}
+trap restore EXIT
+printf '#!/bin/sh\nexit 101\n' > "$policy"
+chmod +x "$policy"
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
