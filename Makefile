@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PRESETS = $(shell $(BIN)/python -c "from builder.presets import preset_names; print(' '.join(preset_names()))")
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools demo test test-unit test-integration lint render bench clean
+.PHONY: help install tools engine demo test test-unit test-integration lint render bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -21,17 +21,22 @@ install: $(BIN)/builder ## make .venv and install builder with dev, test and ben
 tools: ## install the real tools the tests use (sshd, ssh, shellcheck)
 	scripts/ensure-tools.sh
 
+engine: ## a running Docker engine, the local test base image and the CPU torch wheelhouse
+	scripts/engine.sh
+	scripts/base-image.sh
+	PYTHON=$(BIN)/python scripts/wheelhouse.sh
+
 demo: install ## render the default preset (cuda-deepspeed) into build/demo
 	$(BIN)/builder render --preset cuda-deepspeed -o build/demo --force
 	@echo "see build/demo: Dockerfile, rootfs/, cuda-deepspeed.def, cuda-deepspeed.docker-daemon.def"
 
-test: install tools ## run every test
+test: install tools engine ## run every test (the integration tests build real images)
 	$(BIN)/pytest
 
 test-unit: install ## run the tests that need no engine
 	$(BIN)/pytest tests/unit
 
-test-integration: install tools ## run the tests against a real Docker engine
+test-integration: install tools engine ## run the tests against a real Docker engine
 	$(BIN)/pytest tests/integration
 
 lint: install ## ruff, ruff format, mypy --strict, and builder lint on every preset

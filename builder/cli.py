@@ -62,6 +62,61 @@ FormatOpt = Annotated[
 ]
 
 
+BaseImageOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--base-image", help="Build on this base instead of the spec's.", show_default=False
+    ),
+]
+CaBundleOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--ca-bundle",
+        help="PEM file of CAs to trust while building (corporate proxy, mirror).",
+        show_default=False,
+    ),
+]
+TrustCaOpt = Annotated[
+    bool, typer.Option("--trust-ca", help="Also trust the --ca-bundle in the final image.")
+]
+PipIndexOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--pip-index-url", help="pip index (mirror) for every pip step but torch's."),
+]
+PipExtraOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--pip-extra-index-url", help="Extra pip index; repeatable."),
+]
+WheelhouseOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--wheelhouse",
+        help="Folder of wheels pip may use (e.g. a CPU torch); they stay out of the image.",
+        show_default=False,
+    ),
+]
+
+
+def _inputs(
+    base_image: str | None,
+    ca_bundle: Path | None,
+    trust_ca: bool,
+    pip_index_url: str | None,
+    pip_extra_index_url: list[str] | None,
+    wheelhouse: Path | None,
+) -> Any:
+    from builder.inputs import load_inputs
+
+    return load_inputs(
+        base_image=base_image,
+        ca_bundle=ca_bundle,
+        trust_ca=trust_ca,
+        pip_index_url=pip_index_url,
+        pip_extra_index_urls=tuple(pip_extra_index_url or ()),
+        wheelhouse=wheelhouse,
+    )
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"builder {__version__}")
@@ -97,12 +152,13 @@ def _print_or_write(text: str, output: Path | None, *, force: bool) -> None:
     typer.echo(f"wrote {output}", err=True)
 
 
+_FORMATS = ("docker", "apptainer", "all")
+
+
 def _format(value: str | None, *, has_output: bool) -> Any:
     from builder.errors import UsageError
 
-    fmt = value or ("all" if has_output else "docker")
-    if fmt not in ("docker", "apptainer", "all"):
-        raise UsageError(f"--format {fmt!r}: choose docker, apptainer or all")
+    fmt = _choice(value or ("all" if has_output else "docker"), "--format", _FORMATS)
     if fmt == "all" and not has_output:
         raise UsageError("--format all writes several files: add -o DIR")
     return fmt
@@ -151,13 +207,25 @@ def render(
     ] = None,
     fmt: FormatOpt = None,
     force: ForceOpt = False,
+    base_image: BaseImageOpt = None,
+    ca_bundle: CaBundleOpt = None,
+    trust_ca: TrustCaOpt = False,
+    pip_index_url: PipIndexOpt = None,
+    pip_extra_index_url: PipExtraOpt = None,
+    wheelhouse: WheelhouseOpt = None,
 ) -> None:
-    """Render the Dockerfile (+ files it copies) and the Apptainer .def files."""
+    """Render the Dockerfile (+ files it copies) and the Apptainer .def files.
+
+    The build-input options change the files exactly as they change `builder build`.
+    """
     from builder.context import primary_output, render_outputs
 
     stack = _stack(spec, preset)
     chosen = _format(fmt, has_output=output is not None)
-    files = render_outputs(stack, chosen)
+    inputs = _inputs(
+        base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
+    )
+    files = render_outputs(stack, chosen, inputs)
     if output is None:
         typer.echo(primary_output(files, chosen).text, nl=False)
         return
@@ -165,6 +233,80 @@ def render(
 
     for path in write_files(files, output, force=force):
         typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
+def build(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    tag: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--tag", "-t", help="name:tag (default: image.name:image.tag of the spec)."),
+    ] = None,
+    base_image: BaseImageOpt = None,
+    ca_bundle: CaBundleOpt = None,
+    trust_ca: TrustCaOpt = False,
+    pip_index_url: PipIndexOpt = None,
+    pip_extra_index_url: PipExtraOpt = None,
+    wheelhouse: WheelhouseOpt = None,
+    build_arg: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--build-arg", help="KEY=VALUE passed to the build; repeatable."),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
+    progress: Annotated[
+        str, typer.Option("--progress", help="auto, tty (live view), plain (CI logs) or quiet.")
+    ] = "auto",
+) -> None:
+    """Build the image through the Docker engine; tag it only if every step succeeds."""
+    from builder.build import build_image
+    from builder.progress import progress_for
+
+    stack = _stack(spec, preset)
+    inputs = _inputs(
+        base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
+    )
+    result = build_image(
+        stack,
+        inputs,
+        reference=tag,
+        build_args=_key_values(build_arg or [], "--build-arg"),
+        nocache=no_cache,
+        progress=progress_for(_choice(progress, "--progress", ("auto", "tty", "plain", "quiet"))),
+    )
+    typer.echo(result.reference)
+
+
+@app.command()
+def inspect(
+    image: Annotated[str, typer.Argument(help="Image name:tag or id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show which spec built an image (labels, spec hash), its size and layers."""
+    from builder.images import inspect_image, report_text
+
+    report = inspect_image(image)
+    typer.echo(json.dumps(report, indent=2) if as_json else report_text(report))
+
+
+def _key_values(items: list[str], option: str) -> dict[str, str]:
+    from builder.errors import UsageError
+
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{option} {item!r}: write it as KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def _choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
+    from builder.errors import UsageError
+
+    if value not in choices:
+        raise UsageError(f"{option} {value!r}: choose one of {', '.join(choices)}")
+    return value
 
 
 @app.command()

@@ -7,10 +7,14 @@ streams the same list as a tar.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.inputs import BuildInputs
     from builder.loader import Stack
     from builder.recipe import Recipe
 
@@ -26,6 +30,7 @@ class OutputFile:
     path: str
     mode: int
     text: str
+    source: Path | None = None
 
 
 def def_names(recipe: Recipe) -> tuple[str, str]:
@@ -38,7 +43,7 @@ def docker_context(recipe: Recipe) -> list[OutputFile]:
     from builder.render import render_dockerfile
 
     files = [OutputFile(DOCKERFILE, 0o644, render_dockerfile(recipe))]
-    files += [OutputFile(f.path, f.mode, f.text) for f in recipe.files]
+    files += [OutputFile(f.path, f.mode, f.text, f.source) for f in recipe.files]
     return files
 
 
@@ -51,15 +56,20 @@ def apptainer_files(recipe: Recipe, image: str) -> list[OutputFile]:
         OutputFile(full, 0o644, render_apptainer(recipe, "docker")),
         OutputFile(daemon, 0o644, render_apptainer(recipe, "docker-daemon", image)),
     ]
-    files += [OutputFile(f.path, f.mode, f.text) for f in recipe.files]
+    files += [OutputFile(f.path, f.mode, f.text, f.source) for f in recipe.files]
     return files
 
 
-def render_outputs(stack: Stack, fmt: Format) -> list[OutputFile]:
+def render_outputs(
+    stack: Stack, fmt: Format, inputs: BuildInputs | None = None
+) -> list[OutputFile]:
     """Every file `builder render` writes for the chosen format, sorted by path."""
+    from builder.inputs import BuildInputs, with_base
     from builder.recipe import image_recipe
 
-    recipe = image_recipe(stack)
+    inputs = inputs or BuildInputs()
+    stack = with_base(stack, inputs)
+    recipe = image_recipe(stack, inputs)
     files: dict[str, OutputFile] = {}
     if fmt in ("docker", "all"):
         files.update((f.path, f) for f in docker_context(recipe))
@@ -74,3 +84,31 @@ def primary_output(files: list[OutputFile], fmt: Format) -> OutputFile:
     if fmt == "docker":
         return next(f for f in files if f.path == DOCKERFILE)
     return next(f for f in files if f.path.endswith(".def") and DAEMON_SUFFIX not in f.path)
+
+
+def context_tar(files: list[OutputFile]) -> IO[bytes]:
+    """The build context as a tar stream, normalised so unchanged inputs hit the cache.
+
+    Owner, group, names and mtimes are fixed and entries sorted, so the same
+    files always give the same bytes; large inputs (wheels) are streamed from
+    disk into a spooled file rather than held in memory.
+    """
+    import tarfile
+    import tempfile
+
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)  # noqa: SIM115 - returned open
+    with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in sorted({f.path: f for f in files}.values(), key=lambda f: f.path):
+            info = tarfile.TarInfo(f.path)
+            info.mode, info.uid, info.gid, info.mtime = f.mode, 0, 0, 0
+            info.uname = info.gname = ""
+            if f.source is not None:
+                info.size = f.source.stat().st_size
+                with f.source.open("rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                data = f.text.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    spool.seek(0)
+    return spool

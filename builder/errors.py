@@ -79,6 +79,12 @@ class BuildError(BuilderError):
     exit_code = 11
 
 
+class Interrupted(BuilderError):
+    """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
+
+    exit_code = 130
+
+
 EXIT_CODES: dict[str, int] = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -89,6 +95,7 @@ EXIT_CODES: dict[str, int] = {
         ToolMissing,
         EngineUnavailable,
         BuildError,
+        Interrupted,
     )
 }
 """Documented exit codes by error class (README's table is checked against it)."""

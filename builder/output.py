@@ -7,7 +7,9 @@ folder and is renamed into place.
 
 from __future__ import annotations
 
+import filecmp
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,11 +28,7 @@ def write_files(files: Iterable[OutputFile], directory: Path, *, force: bool) ->
     for path, _ in planned:
         if not path.resolve().is_relative_to(directory.resolve()):
             raise UsageError(f"refusing to write {path}: it is outside {directory}")
-    clashes = [
-        str(path)
-        for path, f in planned
-        if path.exists() and (not path.is_file() or path.read_text(errors="replace") != f.text)
-    ]
+    clashes = [str(path) for path, f in planned if path.exists() and not _same(path, f)]
     if clashes and not force:
         shown = ", ".join(clashes[:5]) + (
             f" and {len(clashes) - 5} more" if len(clashes) > 5 else ""
@@ -41,9 +39,34 @@ def write_files(files: Iterable[OutputFile], directory: Path, *, force: bool) ->
         )
     written = []
     for path, f in planned:
-        write_text(path, f.text, f.mode)
+        if f.source is not None:
+            _copy(f.source, path, f.mode)
+        else:
+            write_text(path, f.text, f.mode)
         written.append(path)
     return written
+
+
+def _same(path: Path, f: OutputFile) -> bool:
+    if not path.is_file():
+        return False
+    if f.source is not None:
+        return filecmp.cmp(path, f.source, shallow=False)
+    return path.read_text(errors="replace") == f.text
+
+
+def _copy(source: Path, path: Path, mode: int) -> None:
+    """Copy a large input (a wheel) next to the others, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_text(path: Path, text: str, mode: int = 0o644) -> None:

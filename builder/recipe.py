@@ -1,8 +1,9 @@
 """The image recipe: every decision about what goes into the image, format-free.
 
-``image_recipe`` turns a Stack into a ``Recipe`` (install steps, files,
-environment, labels). The Dockerfile and the Apptainer .def are both laid out
-from this one object by ``render``; templates never decide anything.
+``image_recipe`` turns a Stack (and the build inputs) into a ``Recipe``:
+install steps, files, environment, labels. The Dockerfile and the Apptainer
+.def are both laid out from this one object by ``render``; templates never
+decide anything.
 
 Layer order follows how often things change: OS packages, then the venv
 (torch, then DeepSpeed, then extra pip packages, then the user's
@@ -13,39 +14,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
+from builder.inputs import BuildInputs
 from builder.model import dump
-from builder.rootfs import ContextFile, rootfs_files
-from builder.spec import Accelerator
-from builder.stacks import BUILD_TOOLS, HABANA_DEEPSPEED, VENV, resolve_image
+from builder.rootfs import ROOTFS, ContextFile, rootfs_files
+from builder.stacks import VENV, resolve_image
+from builder.steps import (
+    BUILD_DIR,
+    CA_FILE,
+    CA_TARGET,
+    REQUIREMENTS_FILE,
+    REQUIREMENTS_TARGET,
+    TRUSTED_CA,
+    WHEELS_DIR,
+    WHEELS_TARGET,
+    Fetch,
+    Step,
+    fetch_settings,
+    python_steps,
+    system_steps,
+    trust_step,
+)
 
 if TYPE_CHECKING:
     from builder.loader import Stack
     from builder.stacks import ResolvedImage
 
 LABEL_PREFIX = "io.github.builder"
-REQUIREMENTS_FILE = "requirements.txt"
-REQUIREMENTS_TARGET = "/tmp/builder/requirements.txt"
 PATH_PREFIX = f"{VENV}/bin"
 """Put in front of the base image's own PATH (CUDA and Habana bases extend it)."""
-_PIP = f"{VENV}/bin/pip install --no-cache-dir"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One install step: files it needs copied in, then shell commands in order.
-
-    A newline inside a command marks where a long command (a package list)
-    continues on the next line; each format writes its own continuation.
-    """
-
-    comment: str
-    commands: tuple[str, ...]
-    copies: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,11 @@ class Recipe:
     base: str
     system: tuple[Step, ...]
     python: tuple[Step, ...]
-    python_cleanup: tuple[str, ...]
+    cleanup: tuple[str, ...]
+    final: tuple[Step, ...]
+    fetch: Fetch | None
     files: tuple[ContextFile, ...]
+    rootfs: bool
     env: tuple[tuple[str, str], ...]
     path_prefix: str
     labels: tuple[tuple[str, str], ...]
@@ -67,33 +70,44 @@ class Recipe:
     entrypoint: tuple[str, ...]
     cmd: tuple[str, ...]
     help: tuple[str, ...]
-    test: tuple[str, ...] = field(default=())
+    test: tuple[str, ...]
 
 
-def image_recipe(stack: Stack) -> Recipe:
-    """Decide the whole image for a stack (pure: reads only the requirements file)."""
+def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
+    """Decide the whole image for a stack (reads only the requirements file)."""
+    inputs = inputs or BuildInputs()
     image = stack.spec.image
     resolved = resolve_image(image)
     requirements = _requirements_text(stack)
-    files = rootfs_files(stack.spec, resolved)
+    files = list(rootfs_files(stack.spec, resolved))
     if requirements is not None:
-        files = (*files, ContextFile(REQUIREMENTS_FILE, REQUIREMENTS_TARGET, 0o644, requirements))
+        files.append(ContextFile(REQUIREMENTS_FILE, REQUIREMENTS_TARGET, 0o644, requirements))
+    if inputs.ca_pem is not None:
+        files.append(ContextFile(CA_FILE, CA_TARGET, 0o644, inputs.ca_pem))
+        if inputs.trust_ca:
+            files.append(ContextFile(CA_FILE, TRUSTED_CA, 0o644, inputs.ca_pem))
+    files += [
+        ContextFile(
+            f"{WHEELS_DIR}/{w.filename}", f"{WHEELS_TARGET}/{w.filename}", 0o644, "", w.path
+        )
+        for w in inputs.wheels
+    ]
     ssh = image.ssh.enabled
-    env = {
-        "VIRTUAL_ENV": VENV,
-        "PYTHONUNBUFFERED": "1",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        **resolved.env,
-    }
+    env = {"VIRTUAL_ENV": VENV, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    cleanup = [f"rm -rf {BUILD_DIR}"] if requirements is not None or inputs.wheels else []
+    cleanup += [f"rm -f {CA_TARGET}"] if inputs.ca_pem is not None else []
     return Recipe(
         name=stack.spec.name,
         source=stack.source,
         base=resolved.base,
-        system=_system_steps(stack, resolved),
-        python=_python_steps(stack, resolved, has_requirements=requirements is not None),
-        python_cleanup=("rm -rf /tmp/builder",) if requirements is not None else (),
-        files=files,
-        env=tuple(sorted(env.items())),
+        system=tuple(system_steps(image, resolved, inputs)),
+        python=tuple(python_steps(image, resolved, inputs, requirements=requirements is not None)),
+        cleanup=tuple(cleanup),
+        final=(trust_step(),) if inputs.trust_ca else (),
+        fetch=fetch_settings(inputs),
+        files=tuple(files),
+        rootfs=any(f.path.startswith(f"{ROOTFS}/") for f in files),
+        env=tuple(sorted({**env, **resolved.env}.items())),
         path_prefix=PATH_PREFIX,
         labels=tuple(sorted(_labels(stack, resolved, requirements).items())),
         workdir=image.workdir,
@@ -109,7 +123,8 @@ def spec_hash(stack: Stack, requirements: str | None = None) -> str:
     """sha256 over the image section and the requirements it installs.
 
     The launch section is left out on purpose: a new node list must not look
-    like a new image.
+    like a new image. Build inputs (CA, indexes, wheelhouse) are left out too:
+    they change how packages are fetched, not which.
     """
     text = requirements if requirements is not None else _requirements_text(stack)
     payload = json.dumps(
@@ -137,107 +152,6 @@ def _requirements_text(stack: Stack) -> str | None:
             f"image.requirements: cannot read {path} ({exc.strerror or exc}); the path is "
             "relative to the spec file's folder"
         ) from None
-
-
-def _apt_packages(stack: Stack, resolved: ResolvedImage) -> list[str]:
-    image = stack.spec.image
-    packages = {"ca-certificates", "python3", "python3-venv"}
-    if resolved.deepspeed:
-        # DeepSpeed compiles its ops just in time on first use (CPU shm, fused
-        # Adam, ...): it needs a C++ compiler and Python headers at run time.
-        packages |= {"g++", "python3-dev"}
-    if image.ssh.enabled:
-        packages |= {"openssh-client", "openssh-server"}
-    if image.pdsh:
-        packages.add("pdsh")
-    if image.openmpi:
-        packages |= {"openmpi-bin", "libopenmpi-dev"}
-    packages |= set(image.apt)
-    return sorted(packages)
-
-
-def _apt_install(packages: list[str]) -> tuple[str, ...]:
-    return (
-        "apt-get update",
-        "apt-get install -y --no-install-recommends\n" + "\n".join(packages),
-        "rm -rf /var/lib/apt/lists/*",
-    )
-
-
-def _system_steps(stack: Stack, resolved: ResolvedImage) -> tuple[Step, ...]:
-    install = list(_apt_install(_apt_packages(stack, resolved)))
-    if stack.spec.image.ssh.enabled:
-        # openssh-server's postinst makes host keys: drop them in this same
-        # layer, or every container of the image would share (and leak) them.
-        install.append("rm -f /etc/ssh/ssh_host_*")
-    steps = [Step("OS packages", tuple(install))]
-    user = stack.spec.image.user
-    if user.name != "root":
-        steps.append(
-            Step(
-                f"the {user.name} account (login by key only)",
-                (
-                    f"useradd --create-home --uid {user.uid} --user-group --shell /bin/bash "
-                    f"{user.name}",
-                    # a locked account ('!') is refused by sshd without PAM
-                    f"usermod --password '*' {user.name}",
-                    f"mkdir -p {shlex.quote(stack.spec.image.workdir)}",
-                    f"chown {user.name}:{user.name} {shlex.quote(stack.spec.image.workdir)}",
-                ),
-            )
-        )
-    return tuple(steps)
-
-
-def _python_steps(
-    stack: Stack, resolved: ResolvedImage, *, has_requirements: bool
-) -> tuple[Step, ...]:
-    image = stack.spec.image
-    venv_flags = " --system-site-packages" if resolved.system_site_packages else ""
-    steps = []
-    if resolved.deepspeed and resolved.accelerator is Accelerator.gaudi:
-        # pip clones the HabanaAI fork; git is needed only while building.
-        steps.append(Step("build-only tools", _apt_install(["git"])))
-    steps += [
-        Step(
-            "the virtual environment"
-            + (" (sees Habana's torch in the system site-packages)" if venv_flags else ""),
-            (f"python3 -m venv{venv_flags} {VENV}",),
-        )
-    ]
-    if resolved.torch and resolved.torch_index:
-        steps.append(
-            Step(
-                f"torch {resolved.torch}",
-                (f"{_PIP} --index-url {resolved.torch_index} torch=={resolved.torch}",),
-            )
-        )
-    if resolved.deepspeed:
-        if resolved.accelerator is Accelerator.gaudi:
-            target = HABANA_DEEPSPEED.format(tag=resolved.deepspeed)
-        else:
-            target = f"deepspeed=={resolved.deepspeed}"
-        steps.append(
-            Step(
-                f"DeepSpeed {resolved.deepspeed} (ops are built just in time, not here)",
-                (
-                    f"{_PIP} {' '.join(BUILD_TOOLS)}",
-                    f"DS_BUILD_OPS=0 {_PIP} --no-build-isolation {shlex.quote(target)}",
-                ),
-            )
-        )
-    if image.pip:
-        packages = " ".join(shlex.quote(p) for p in sorted(image.pip))
-        steps.append(Step("extra pip packages", (f"{_PIP} {packages}",)))
-    if has_requirements:
-        steps.append(
-            Step(
-                "the stack's requirements (last: they change most)",
-                (f"{_PIP} -r {REQUIREMENTS_TARGET}",),
-                copies=((REQUIREMENTS_FILE, REQUIREMENTS_TARGET),),
-            )
-        )
-    return tuple(steps)
 
 
 def _needs_entrypoint(stack: Stack) -> bool:
@@ -284,4 +198,4 @@ def _smoke_test(stack: Stack, resolved: ResolvedImage) -> tuple[str, ...]:
     return tuple(commands)
 
 
-__all__ = ["Recipe", "Step", "image_recipe", "spec_hash"]
+__all__ = ["LABEL_PREFIX", "Recipe", "Step", "image_recipe", "spec_hash"]

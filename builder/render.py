@@ -50,8 +50,11 @@ def render_template(name: str, context: Mapping[str, object]) -> str:
 
 def render_dockerfile(recipe: Recipe) -> str:
     """The Dockerfile: valid for the classic builder and for BuildKit."""
+    from builder.steps import CA_TARGET
+
     return render_template(
-        "docker/Dockerfile.j2", {"r": recipe, "header": HEADER.format(source=recipe.source)}
+        "docker/Dockerfile.j2",
+        {"r": recipe, "header": HEADER.format(source=recipe.source), "ca_target": CA_TARGET},
     )
 
 

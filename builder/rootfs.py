@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from builder.render import render_template
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.spec import Spec
     from builder.stacks import ResolvedImage
 
@@ -23,12 +25,14 @@ KEY_DIR = "/etc/builder/ssh"
 
 @dataclass(frozen=True)
 class ContextFile:
-    """A file of the build context: its path there, its path in the image, mode, text."""
+    """A file of the build context: its path there, its path in the image, mode, and
+    either its text or, for large binary inputs such as wheels, the file to copy."""
 
     path: str
     target: str
     mode: int
     text: str
+    source: Path | None = None
 
 
 def rootfs_files(spec: Spec, resolved: ResolvedImage) -> tuple[ContextFile, ...]:

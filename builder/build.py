@@ -1,0 +1,217 @@
+"""`builder build`: render, stream the build through the engine, tag only on success.
+
+The image is built untagged and tagged once the last step succeeded, so a
+failed or interrupted build never moves a tag to a broken image. The full
+log is kept in memory and written to a file only when the build fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from builder._version import __version__
+from builder.errors import BuildError, Interrupted
+from builder.recipe import LABEL_PREFIX
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from builder.engine import Engine
+    from builder.inputs import BuildInputs
+    from builder.loader import Stack
+
+TAIL_LINES = 30
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One Dockerfile instruction as the build ran it."""
+
+    number: int
+    instruction: str
+    cached: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A finished build: the image, its tag and how each step went."""
+
+    image_id: str
+    reference: str
+    steps: tuple[StepRecord, ...]
+    seconds: float
+    dockerfile_sha256: str
+
+    @property
+    def cached_steps(self) -> int:
+        return sum(step.cached for step in self.steps)
+
+
+class Progress(Protocol):
+    """What a build reports as it goes (see ``builder.progress``)."""
+
+    def step(self, number: int, total: int, instruction: str) -> None: ...
+
+    def cached(self) -> None: ...
+
+    def line(self, text: str) -> None: ...
+
+    def finish(self, result: BuildResult | None) -> None: ...
+
+
+class _Quiet:
+    def step(self, number: int, total: int, instruction: str) -> None:
+        pass
+
+    def cached(self) -> None:
+        pass
+
+    def line(self, text: str) -> None:
+        pass
+
+    def finish(self, result: BuildResult | None) -> None:
+        pass
+
+
+@dataclass
+class _Run:
+    """The parsing state of one build stream."""
+
+    progress: Progress
+    log: list[str] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    steps: list[StepRecord] = field(default_factory=list)
+    current: tuple[int, int, str] | None = None
+    started: float = 0.0
+    cached: bool = False
+    image_id: str | None = None
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        """Take one decoded event; return the error message if it is one."""
+        if "error" in event:
+            return str(event.get("errorDetail", {}).get("message") or event["error"]).strip()
+        if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
+            self.image_id = str(event["aux"]["ID"])
+        for raw in str(event.get("stream") or event.get("status") or "").splitlines():
+            self._line(raw.rstrip())
+        return None
+
+    def _line(self, text: str) -> None:
+        if not text:
+            return
+        self.log.append(text)
+        match = _STEP.match(text)
+        if match:
+            self.close_step()
+            number, total, instruction = int(match[1]), int(match[2]), match[3]
+            self.current, self.started, self.cached = (
+                (number, total, instruction),
+                time.monotonic(),
+                False,
+            )
+            self.tail.clear()
+            self.progress.step(number, total, instruction)
+        elif text.strip() == "---> Using cache":
+            self.cached = True
+            self.progress.cached()
+        elif not text.startswith(" ---> ") and not text.startswith("Removing intermediate"):
+            self.tail.append(text)
+            self.progress.line(text)
+
+    def close_step(self) -> None:
+        if self.current is not None:
+            number, _, instruction = self.current
+            seconds = time.monotonic() - self.started
+            self.steps.append(StepRecord(number, instruction, self.cached, seconds))
+            self.current = None
+
+
+def build_image(
+    stack: Stack,
+    inputs: BuildInputs,
+    *,
+    reference: str | None = None,
+    build_args: dict[str, str] | None = None,
+    nocache: bool = False,
+    progress: Progress | None = None,
+    engine: Engine | None = None,
+) -> BuildResult:
+    """Build the stack's image and tag it reference (default: the spec's name:tag)."""
+    from builder.context import DOCKERFILE, context_tar, docker_context
+    from builder.engine import Engine
+    from builder.inputs import with_base
+    from builder.recipe import image_recipe
+    from builder.steps import ca_chunks
+
+    stack = with_base(stack, inputs)
+    files = docker_context(image_recipe(stack, inputs))
+    dockerfile = next(f.text for f in files if f.path == DOCKERFILE)
+    digest = hashlib.sha256(dockerfile.encode()).hexdigest()
+    reference = reference or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    args = dict(build_args or {})
+    if inputs.ca_pem is not None:
+        args |= ca_chunks(inputs.ca_pem)
+    labels = {f"{LABEL_PREFIX}.version": __version__, f"{LABEL_PREFIX}.dockerfile-sha256": digest}
+    engine = engine or Engine.connect()
+    run = _Run(progress or _Quiet())
+    started = time.monotonic()
+    try:
+        with context_tar(files) as context:
+            error = _consume(
+                engine.build(context, buildargs=args, labels=labels, nocache=nocache), run
+            )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"build of {reference} interrupted; nothing was tagged (the engine stops the build "
+            "when the client goes away)"
+        ) from None
+    if error is not None or run.image_id is None:
+        run.progress.finish(None)
+        raise _failure(stack, run, error or "the engine reported no image id", reference)
+    run.close_step()
+    engine.tag(run.image_id, reference)
+    result = BuildResult(
+        run.image_id, reference, tuple(run.steps), time.monotonic() - started, digest
+    )
+    run.progress.finish(result)
+    return result
+
+
+def _consume(events: Iterable[dict[str, Any]], run: _Run) -> str | None:
+    for event in events:
+        error = run.feed(event)
+        if error is not None:
+            return error
+    return None
+
+
+def _failure(stack: Stack, run: _Run, error: str, reference: str) -> BuildError:
+    log = Path(tempfile.gettempdir()) / f"builder-build-{stack.spec.name}.log"
+    log.write_text("\n".join([*run.log, f"ERROR: {error}"]) + "\n", encoding="utf-8")
+    if run.current is None:
+        where = "before the first step"
+    else:
+        number, total, instruction = run.current
+        where = f"at step {number}/{total}: {instruction[:200]}"
+    if run.current is not None and run.current[0] == 1 and "FROM" in run.current[2].upper():
+        hint = (
+            " The base image is not in the engine and could not be pulled: pull or build it "
+            "first, or choose another with --base-image."
+        )
+    else:
+        hint = ""
+    tail = "\n".join(f"    {line}" for line in run.tail)
+    return BuildError(
+        f"build of {reference} failed {where}\n{error}.{hint}\n"
+        f"last lines:\n{tail or '    (none)'}\n"
+        f"full log: {log}; no tag was moved."
+    )

@@ -1,0 +1,176 @@
+"""The Docker engine behind one small interface; nothing else imports ``docker``.
+
+docker-py talks to the daemon's API directly (no CLI, no BuildKit): builds
+go through the classic builder's streaming endpoint. Every failure to reach
+the daemon becomes ``EngineUnavailable`` with what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from builder.errors import BuildError, EngineUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import docker
+
+BUILD_TIMEOUT = 3600
+"""Seconds the client waits on one read; a long RUN (a torch wheel install) stays silent."""
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What `builder inspect` shows of an image."""
+
+    id: str
+    tags: tuple[str, ...]
+    labels: dict[str, str]
+    size: int
+    layers: tuple[str, ...]
+    created: str
+    env: tuple[str, ...]
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...]
+
+
+def engine_address() -> str:
+    """Where we look for the engine: DOCKER_HOST, or the default socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+class Engine:
+    """A connected Docker engine."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self._client = client
+
+    @classmethod
+    def connect(cls, timeout: int = BUILD_TIMEOUT) -> Engine:
+        """Connect and ping, or raise EngineUnavailable saying how to get an engine."""
+        import docker
+        from docker.errors import DockerException
+
+        try:
+            client = docker.from_env(timeout=timeout)
+            client.ping()
+        except (DockerException, OSError) as exc:
+            raise EngineUnavailable(
+                f"no Docker engine answers at {engine_address()} ({_reason(exc)}). Start one "
+                "(`sudo systemctl start docker`, or scripts/engine.sh on Debian) or point "
+                "DOCKER_HOST at a running engine, e.g. DOCKER_HOST=tcp://host:2375."
+            ) from None
+        return cls(client)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def version(self) -> str:
+        return str(self._client.version().get("Version", "unknown"))
+
+    def build(
+        self,
+        context: IO[bytes],
+        *,
+        buildargs: dict[str, str],
+        labels: dict[str, str],
+        nocache: bool,
+    ) -> Iterator[dict[str, Any]]:
+        """Stream the classic builder's decoded events for a tar context (untagged)."""
+        from docker.errors import APIError
+
+        try:
+            yield from self._client.api.build(
+                fileobj=context,
+                custom_context=True,
+                encoding=None,
+                decode=True,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                nocache=nocache,
+                buildargs=buildargs,
+                labels=labels,
+            )
+        except APIError as exc:
+            raise BuildError(f"the engine refused the build: {_reason(exc)}") from None
+
+    def tag(self, image_id: str, reference: str) -> None:
+        """Point reference (name:tag) at image_id."""
+        repository, _, tag = reference.rpartition(":")
+        if not repository or "/" in tag:
+            repository, tag = reference, "latest"
+        self._client.api.tag(image_id, repository, tag, force=True)
+
+    def exists(self, reference: str) -> bool:
+        from docker.errors import ImageNotFound
+
+        try:
+            self._client.images.get(reference)
+        except ImageNotFound:
+            return False
+        return True
+
+    def image(self, reference: str) -> ImageInfo:
+        """Inspect an image, or raise BuildError if the engine has no such image."""
+        from docker.errors import ImageNotFound
+
+        try:
+            data = self._client.api.inspect_image(reference)  # type: ignore[no-untyped-call]
+        except ImageNotFound:
+            raise BuildError(
+                f"the engine has no image {reference!r}; build it (`builder build`) or pull it"
+            ) from None
+        config = data.get("Config") or {}
+        return ImageInfo(
+            id=data["Id"],
+            tags=tuple(data.get("RepoTags") or ()),
+            labels=dict(config.get("Labels") or {}),
+            size=int(data.get("Size", 0)),
+            layers=tuple((data.get("RootFS") or {}).get("Layers") or ()),
+            created=str(data.get("Created", "")),
+            env=tuple(config.get("Env") or ()),
+            entrypoint=tuple(config.get("Entrypoint") or ()),
+            cmd=tuple(config.get("Cmd") or ()),
+        )
+
+    def save(self, reference: str) -> Iterator[bytes]:
+        """The image as `docker save` writes it (a tar of layers), in chunks."""
+        yield from self._client.api.get_image(reference)
+
+    def remove_image(self, reference: str) -> None:
+        from docker.errors import ImageNotFound
+
+        with contextlib.suppress(ImageNotFound):
+            self._client.api.remove_image(reference, force=True)
+
+    def containers(self) -> list[tuple[str, str]]:
+        """(id, command) of every container, running or not."""
+        return [
+            (str(c["Id"]), str(c.get("Command", ""))) for c in self._client.api.containers(all=True)
+        ]
+
+    def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None) -> str:
+        """Run a command in a fresh container of image, return its output; remove it."""
+        from docker.errors import ContainerError
+
+        try:
+            output = self._client.containers.run(
+                image, command, entrypoint=entrypoint, remove=True, stdout=True, stderr=True
+            )
+        except ContainerError as exc:
+            raw: Any = exc.stderr
+            stderr = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+            raise BuildError(
+                f"{' '.join(command)} exited {exc.exit_status} in {image}: {stderr.strip()}"
+            ) from None
+        return bytes(output).decode(errors="replace")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(getattr(exc, "explanation", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,131 @@
+"""Build inputs: how to reach what the spec asks for, not what to install.
+
+A corporate CA, a PyPI mirror, a folder of wheels (air-gapped clusters, or a
+CPU torch on hand), another base image: ``builder build`` and ``builder
+render`` take the same options, so the Dockerfile a user reads is the one
+that is built. None of these may leave build-only material in the image:
+the CA reaches build steps through a build argument and is removed in the
+same step, and the wheels live only in the build stage.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from builder.errors import SpecError, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.loader import Stack
+
+_PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
+# PEP 427: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_URL = re.compile(r"^(https?|file)://\S+$")
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One wheel of a wheelhouse, named as pip names it."""
+
+    path: Path
+    name: str
+    version: str
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything about fetching that may differ between two builds of one spec."""
+
+    base_image: str | None = None
+    ca_pem: str | None = None
+    trust_ca: bool = False
+    pip_index_url: str | None = None
+    pip_extra_index_urls: tuple[str, ...] = ()
+    wheels: tuple[Wheel, ...] = ()
+
+    def wheel_for(self, name: str, version: str) -> Wheel | None:
+        """The wheelhouse's wheel of name==version, if it has one."""
+        key = _normalise(name)
+        return next((w for w in self.wheels if w.name == key and w.version == version), None)
+
+
+def load_inputs(
+    *,
+    base_image: str | None = None,
+    ca_bundle: Path | None = None,
+    trust_ca: bool = False,
+    pip_index_url: str | None = None,
+    pip_extra_index_urls: tuple[str, ...] = (),
+    wheelhouse: Path | None = None,
+) -> BuildInputs:
+    """Read and check the files the options name; every problem is a UsageError."""
+    for url in (pip_index_url, *pip_extra_index_urls):
+        if url is not None and not _URL.match(url):
+            raise UsageError(f"{url!r} is not an index URL (http://, https:// or file://)")
+    if trust_ca and ca_bundle is None:
+        raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
+    return BuildInputs(
+        base_image=base_image,
+        ca_pem=_read_ca(ca_bundle) if ca_bundle is not None else None,
+        trust_ca=trust_ca,
+        pip_index_url=pip_index_url,
+        pip_extra_index_urls=tuple(pip_extra_index_urls),
+        wheels=_read_wheelhouse(wheelhouse) if wheelhouse is not None else (),
+    )
+
+
+def with_base(stack: Stack, inputs: BuildInputs) -> Stack:
+    """The stack with --base-image applied, re-checked like a spec that named it."""
+    if inputs.base_image is None:
+        return stack
+    from builder.errors import Problem
+    from builder.stacks import check_spec
+
+    spec = replace(stack.spec, image=replace(stack.spec.image, base=inputs.base_image))
+    problems = [
+        Problem(path.replace("image.base", "--base-image"), message)
+        for path, message in check_spec(spec)
+    ]
+    if problems:
+        raise SpecError(stack.source, problems)
+    return replace(stack, spec=spec)
+
+
+def _read_ca(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--ca-bundle {path}: cannot read it ({exc})") from None
+    certificates = _PEM.findall(text)
+    if not certificates:
+        raise UsageError(
+            f"--ca-bundle {path}: no PEM certificate in it; give a file with "
+            "-----BEGIN CERTIFICATE----- blocks (e.g. /etc/ssl/certs/ca-certificates.crt)"
+        )
+    return "\n".join(certificates) + "\n"
+
+
+def _read_wheelhouse(folder: Path) -> tuple[Wheel, ...]:
+    if not folder.is_dir():
+        raise UsageError(f"--wheelhouse {folder}: not a folder")
+    wheels = []
+    for path in sorted(folder.glob("*.whl")):
+        match = _WHEEL.match(path.name)
+        if match is None:
+            raise UsageError(f"--wheelhouse: {path.name} is not a wheel file name (PEP 427)")
+        wheels.append(Wheel(path, _normalise(match["name"]), match["version"].split("+")[0]))
+    if not wheels:
+        raise UsageError(f"--wheelhouse {folder}: no .whl files in it")
+    return tuple(wheels)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -1,0 +1,138 @@
+"""Real Docker engine fixtures. Under BUILDER_REQUIRE_REAL=1 (CI) a missing engine,
+base image or wheel fails the tests; elsewhere they skip with how to get them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.errors import EngineUnavailable
+from builder.inputs import BuildInputs, load_inputs
+from builder.loader import load_preset
+from tests.conftest import REQUIRE_REAL
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from builder.build import BuildResult
+    from builder.engine import Engine
+
+BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
+CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
+TORCH = "2.13.0"
+IMAGE = "builder-test/cpu-deepspeed:it"
+
+pytestmark = pytest.mark.integration
+
+
+def unavailable(message: str) -> None:
+    if REQUIRE_REAL:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    from builder.engine import Engine
+
+    try:
+        return Engine.connect()
+    except EngineUnavailable as exc:
+        unavailable(f"{exc} (scripts/engine.sh starts one)")
+        raise
+
+
+@pytest.fixture(scope="session")
+def base_image(engine: Engine) -> str:
+    if not engine.exists(BASE_IMAGE):
+        unavailable(f"base image {BASE_IMAGE} is missing: run scripts/base-image.sh")
+    return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """A folder holding the CPU torch wheel (pip finds it on these machines offline)."""
+    folder = Path(
+        os.environ.get("BUILDER_TEST_WHEELHOUSE", Path.home() / ".cache/builder-tests/wheels")
+    )
+    if not list(folder.glob(f"torch-{TORCH}*.whl")):
+        folder.mkdir(parents=True, exist_ok=True)
+        # --no-index: only local find-links (PIP_FIND_LINKS on our machines); PyPI's
+        # Linux torch is the multi-GB CUDA build and must never be fetched here.
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-index",
+                "-d",
+                str(folder),
+                f"torch=={TORCH}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        cpu = [p for p in folder.glob(f"torch-{TORCH}*.whl") if "+cpu" in p.name]
+        if not cpu:
+            unavailable(
+                f"no CPU torch {TORCH} wheel for the wheelhouse ({result.stderr.strip()[-200:]}); "
+                "put one in BUILDER_TEST_WHEELHOUSE or make pip find it (PIP_FIND_LINKS)"
+            )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def inputs(base_image: str, wheelhouse: Path) -> BuildInputs:
+    if not CA_BUNDLE.is_file():
+        unavailable(f"no CA bundle at {CA_BUNDLE}")
+    return load_inputs(base_image=base_image, ca_bundle=CA_BUNDLE, wheelhouse=wheelhouse)
+
+
+@pytest.fixture(scope="session")
+def cpu_image(engine: Engine, inputs: BuildInputs) -> BuildResult:
+    """The cpu-deepspeed preset, built for real once per session."""
+    from builder.build import build_image
+    from builder.progress import PlainProgress
+
+    with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
+        return build_image(
+            load_preset("cpu-deepspeed"),
+            inputs,
+            reference=IMAGE,
+            engine=engine,
+            progress=PlainProgress(sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink),
+        )
+
+
+def run_in(engine: Engine, image: str, script: str) -> str:
+    """Output of a bash script run in a fresh container of image (entrypoint bypassed)."""
+    return engine.run(image, ["-c", script], entrypoint=["/bin/bash"])
+
+
+def saved_layers(engine: Engine, image: str) -> Iterator[tuple[str, tarfile.TarFile]]:
+    """Every layer of the image as `docker save` exports it, bottom first."""
+    with tempfile.TemporaryFile() as spool:
+        for chunk in engine.save(image):
+            spool.write(chunk)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool) as outer:
+            manifest_file = outer.extractfile("manifest.json")
+            assert manifest_file is not None
+            (manifest,) = json.load(manifest_file)
+            for name in manifest["Layers"]:
+                member = outer.extractfile(name)
+                assert member is not None
+                with tarfile.open(fileobj=member) as layer:
+                    yield name, layer

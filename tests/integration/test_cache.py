@@ -1,0 +1,77 @@
+"""The layer cache: nothing changed reuses every layer; a requirements change
+rebuilds only what comes after the requirements."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.build import build_image
+from builder.loader import load_preset, load_spec
+from builder.presets import preset_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.build import BuildResult
+    from builder.engine import Engine
+    from builder.inputs import BuildInputs
+
+pytestmark = pytest.mark.integration
+
+CACHEABLE = ("RUN", "COPY")
+
+
+def cacheable(result: BuildResult) -> list[tuple[str, bool]]:
+    return [
+        (step.instruction, step.cached)
+        for step in result.steps
+        if step.instruction.split()[0] in CACHEABLE
+    ]
+
+
+def test_a_rebuild_with_nothing_changed_reuses_every_layer(
+    engine: Engine, inputs: BuildInputs, cpu_image: BuildResult
+) -> None:
+    again = build_image(
+        load_preset("cpu-deepspeed"), inputs, reference=cpu_image.reference, engine=engine
+    )
+    assert again.image_id == cpu_image.image_id
+    steps = cacheable(again)
+    assert steps
+    assert all(cached for _, cached in steps), [i for i, c in steps if not c]
+
+
+def test_a_requirements_change_rebuilds_only_what_follows(
+    engine: Engine, inputs: BuildInputs, cpu_image: BuildResult, tmp_path: Path
+) -> None:
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(
+        preset_text("cpu-deepspeed").replace(
+            "  workdir: /workspace\n", "  workdir: /workspace\n  requirements: requirements.txt\n"
+        )
+    )
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("six==1.16.0\n")
+    tag = "builder-test/cpu-deepspeed:reqs"
+    first = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
+    requirements.write_text("six==1.17.0\n")
+    second = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
+    try:
+        steps = cacheable(second)
+        first_rebuilt = next(i for i, (_, cached) in enumerate(steps) if not cached)
+        assert steps[first_rebuilt][0] == "COPY requirements.txt /tmp/builder/requirements.txt"
+        # everything before the requirements came from the cache, torch and DeepSpeed included
+        assert all(cached for _, cached in steps[:first_rebuilt])
+        assert any("deepspeed==" in instruction for instruction, _ in steps[:first_rebuilt])
+        assert second.image_id != first.image_id
+        assert "six-1.17.0" in _venv_listing(engine, tag)
+    finally:
+        engine.remove_image(tag)
+
+
+def _venv_listing(engine: Engine, image: str) -> str:
+    return engine.run(
+        image, ["-c", "ls /opt/venv/lib/python3.11/site-packages"], entrypoint=["/bin/bash"]
+    )

@@ -1,0 +1,92 @@
+"""Parsing the classic builder's event stream, with a fake engine (the real one is in
+tests/integration)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from builder.build import build_image
+from builder.errors import BuildError, Interrupted
+from builder.inputs import BuildInputs
+from builder.loader import load_preset
+from builder.progress import PlainProgress
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+class FakeEngine:
+    """Replays a recorded event stream; records tags."""
+
+    def __init__(self, events: list[dict[str, Any]], interrupt_after: int | None = None) -> None:
+        self.events, self.interrupt_after = events, interrupt_after
+        self.tags: list[tuple[str, str]] = []
+
+    def build(self, _context: Any, **_: Any) -> Iterator[dict[str, Any]]:
+        for index, event in enumerate(self.events):
+            if index == self.interrupt_after:
+                raise KeyboardInterrupt
+            yield event
+
+    def tag(self, image_id: str, reference: str) -> None:
+        self.tags.append((image_id, reference))
+
+
+OK: list[dict[str, Any]] = [
+    {"stream": "Step 1/3 : FROM debian AS system\n"},
+    {"stream": " ---> 1234\n"},
+    {"stream": "Step 2/3 : RUN apt-get update\n"},
+    {"stream": " ---> Using cache\n"},
+    {"stream": "Step 3/3 : RUN pip install x\n"},
+    {"stream": " ---> Running in abc\n"},
+    {"stream": "Collecting x\nInstalling x\n"},
+    {"aux": {"ID": "sha256:feedbeef0000111122223333"}},
+    {"stream": "Successfully built feedbeef0000\n"},
+]
+
+
+def test_a_good_stream_tags_once_and_records_steps() -> None:
+    engine = FakeEngine(OK)
+    out = io.StringIO()
+    result = build_image(
+        load_preset("cpu-deepspeed"),
+        BuildInputs(),
+        reference="t/x:1",
+        engine=engine,  # type: ignore[arg-type]
+        progress=PlainProgress(out),
+    )
+    assert engine.tags == [("sha256:feedbeef0000111122223333", "t/x:1")]
+    assert [(s.number, s.cached) for s in result.steps] == [(1, False), (2, True), (3, False)]
+    text = out.getvalue()
+    assert "[2/3] RUN apt-get update\n    cached" in text
+    assert "    | Installing x" in text
+    assert "built t/x:1 (feedbeef0000) " in text
+
+
+def test_an_error_names_the_step_keeps_the_log_and_tags_nothing() -> None:
+    events = [
+        *OK[:6],
+        {"stream": "E: no such package\n"},
+        {"error": "boom", "errorDetail": {"message": "The command returned a non-zero code: 100"}},
+    ]
+    engine = FakeEngine(events)
+    with pytest.raises(BuildError) as info:
+        build_image(load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "failed at step 3/3: RUN pip install x" in message
+    assert "non-zero code: 100" in message
+    assert "    E: no such package" in message
+    log = message.split("full log: ")[1].split(";", maxsplit=1)[0]
+    assert "Step 3/3 : RUN pip install x" in Path(log).read_text()
+    assert engine.tags == []
+
+
+def test_interrupting_tags_nothing() -> None:
+    engine = FakeEngine(OK, interrupt_after=5)
+    with pytest.raises(Interrupted, match="nothing was tagged"):
+        build_image(load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine)  # type: ignore[arg-type]
+    assert engine.tags == []

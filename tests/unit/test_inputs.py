@@ -1,0 +1,165 @@
+"""Build inputs and what they do to the rendered files (pure; the engine tests build them)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.context import DOCKERFILE, context_tar, render_outputs
+from builder.errors import SpecError, UsageError
+from builder.inputs import load_inputs
+from builder.loader import load_preset
+from builder.steps import CA_CHUNK, ca_chunks
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ0FfVEVTVA==\n-----END CERTIFICATE-----\n"
+WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> Path:
+    path = tmp_path / "ca.pem"
+    path.write_text("# a comment\n" + CERT)
+    return path
+
+
+@pytest.fixture
+def wheels(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    (folder / WHEEL).write_bytes(b"not really a wheel")
+    (folder / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"six")
+    return folder
+
+
+def files(**options: object) -> dict[str, str]:
+    inputs = load_inputs(**options)  # type: ignore[arg-type]
+    return {f.path: f.text for f in render_outputs(load_preset("cpu-deepspeed"), "all", inputs)}
+
+
+def stages(dockerfile: str) -> tuple[str, str, str]:
+    system, rest = dockerfile.split("\nFROM system AS python\n")
+    python, final = rest.split("\nFROM system\n")
+    return system, python, final
+
+
+def test_wheelhouse_is_read_by_pip_names(wheels: Path) -> None:
+    inputs = load_inputs(wheelhouse=wheels)
+    assert inputs.wheel_for("torch", "2.13.0") is not None
+    assert inputs.wheel_for("Six", "1.16.0") is not None
+    assert inputs.wheel_for("torch", "2.12.0") is None
+
+
+def test_torch_comes_from_the_wheelhouse_and_no_wheel_reaches_the_final_stage(
+    wheels: Path,
+) -> None:
+    out = files(wheelhouse=wheels)
+    system, python, final = stages(out[DOCKERFILE])
+    assert f"--no-index --no-deps /tmp/builder/wheels/{WHEEL}" in python
+    assert "download.pytorch.org" not in out[DOCKERFILE]
+    assert "COPY wheels/ /tmp/builder/wheels/" in python
+    assert 'PIP_FIND_LINKS="/tmp/builder/wheels"' in python
+    assert "wheels" not in system + final
+    assert f"wheels/{WHEEL}" in out
+    assert "rm -rf /tmp/builder" in out["cpu-deepspeed.def"]
+
+
+def test_the_ca_reaches_apt_through_build_args_and_pip_through_the_python_stage(
+    ca: Path,
+) -> None:
+    out = files(ca_bundle=ca)
+    system, python, final = stages(out[DOCKERFILE])
+    assert "ARG BUILDER_CA_PEM_0\n" in system
+    apt_run = system.split("\nRUN ", 1)[1].split("\n\n", 1)[0]
+    assert apt_run.startswith("printf '%s' \"$BUILDER_CA_PEM_0\" > /tmp/builder-ca.pem")
+    assert "Acquire::https::CAInfo=/tmp/builder-ca.pem" in apt_run
+    assert apt_run.rstrip().endswith("rm -f /tmp/builder-ca.pem")
+    assert "COPY builder-ca.pem /tmp/builder-ca.pem" in python
+    assert 'PIP_CERT="/tmp/builder-ca.pem"' in python
+    assert "ca.pem" not in final
+    assert "update-ca-certificates" not in out[DOCKERFILE]
+    assert out["builder-ca.pem"] == CERT
+    definition = out["cpu-deepspeed.def"]
+    assert "builder-ca.pem /tmp/builder-ca.pem" in definition
+    assert "rm -f /tmp/builder-ca.pem" in definition
+
+
+def test_trust_ca_installs_it_in_the_final_image(ca: Path) -> None:
+    _, _, final = stages(files(ca_bundle=ca, trust_ca=True)[DOCKERFILE])
+    assert "COPY builder-ca.pem /usr/local/share/ca-certificates/builder-build-ca.crt" in final
+    assert "RUN update-ca-certificates" in final
+
+
+def test_large_bundles_are_split_below_the_environment_limit() -> None:
+    pem = CERT * (2 * CA_CHUNK // len(CERT) + 3)
+    chunks = ca_chunks(pem)
+    assert list(chunks) == ["BUILDER_CA_PEM_0", "BUILDER_CA_PEM_1", "BUILDER_CA_PEM_2"]
+    assert "".join(chunks.values()) == pem
+    assert max(len(v) for v in chunks.values()) <= CA_CHUNK < 128 * 1024
+
+
+def test_pip_mirror_settings_are_build_stage_env() -> None:
+    out = files(
+        pip_index_url="https://mirror.example/simple", pip_extra_index_urls=("https://x.example/s",)
+    )
+    _, python, final = stages(out[DOCKERFILE])
+    assert 'PIP_INDEX_URL="https://mirror.example/simple"' in python
+    assert 'PIP_EXTRA_INDEX_URL="https://x.example/s"' in python
+    assert "PIP_INDEX_URL" not in final
+    assert (
+        "export PIP_EXTRA_INDEX_URL=https://x.example/s PIP_INDEX_URL=" in out["cpu-deepspeed.def"]
+    )
+
+
+def test_base_image_override_is_checked_like_the_spec() -> None:
+    assert "FROM team/base:1 AS system" in files(base_image="team/base:1")[DOCKERFILE]
+    with pytest.raises(SpecError, match=r"--base-image: .* is a cuda image"):
+        files(base_image="nvidia/cuda:12.6.3-cudnn-devel-ubuntu22.04")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"pip_index_url": "mirror.example"}, "is not an index URL"),
+        ({"trust_ca": True}, "--trust-ca needs --ca-bundle"),
+        ({"ca_bundle": "missing"}, "cannot read it"),
+        ({"ca_bundle": "empty"}, "no PEM certificate"),
+        ({"wheelhouse": "missing"}, "not a folder"),
+        ({"wheelhouse": "empty"}, "no .whl files"),
+    ],
+)
+def test_bad_inputs_are_usage_errors(
+    options: dict[str, object], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty.pem").write_text("nothing\n")
+    resolved = {
+        key: (tmp_path / ("empty.pem" if value == "empty" and key == "ca_bundle" else str(value)))
+        if key in ("ca_bundle", "wheelhouse")
+        else value
+        for key, value in options.items()
+    }
+    with pytest.raises(UsageError, match=message):
+        load_inputs(**resolved)  # type: ignore[arg-type]
+
+
+def test_context_tar_is_normalised_and_byte_stable(wheels: Path) -> None:
+    inputs = load_inputs(wheelhouse=wheels)
+    outputs = render_outputs(load_preset("cpu-deepspeed"), "docker", inputs)
+    with context_tar(outputs) as tar_file:
+        first = tar_file.read()
+    (wheels / WHEEL).touch()  # a new mtime must not change the context
+    with context_tar(outputs) as tar_file:
+        assert tar_file.read() == first
+    with tarfile.open(fileobj=io.BytesIO(first)) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in members} == {(0, 0, "", "", 0)}
+    modes = {m.name: m.mode for m in members}
+    assert modes["rootfs/usr/local/bin/builder-entrypoint"] == 0o755
+    assert modes[f"wheels/{WHEEL}"] == 0o644
