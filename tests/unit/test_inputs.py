@@ -163,3 +163,16 @@ def test_context_tar_is_normalised_and_byte_stable(wheels: Path) -> None:
     modes = {m.name: m.mode for m in members}
     assert modes["rootfs/usr/local/bin/builder-entrypoint"] == 0o755
     assert modes[f"wheels/{WHEEL}"] == 0o644
+
+
+def test_every_input_variant_passes_hadolint_and_buildkit(ca: Path, wheels: Path) -> None:
+    from builder.lint import lint_dockerfile
+
+    for options in (
+        {"ca_bundle": ca},
+        {"ca_bundle": ca, "trust_ca": True, "wheelhouse": wheels},
+        {"pip_index_url": "https://mirror.example/simple", "wheelhouse": wheels},
+    ):
+        dockerfile = files(**options)[DOCKERFILE]
+        failing = [str(f) for f in lint_dockerfile(dockerfile) if f.level in ("error", "warning")]
+        assert failing == [], options
