@@ -112,7 +112,8 @@ class _Run:
         match = _STEP.match(text)
         if match:
             self.close_step()
-            number, total, instruction = int(match[1]), int(match[2]), match[3]
+            # the classic builder keeps the Dockerfile's continuation indents
+            number, total, instruction = int(match[1]), int(match[2]), " ".join(match[3].split())
             self.current, self.started, self.cached = (
                 (number, total, instruction),
                 time.monotonic(),
