@@ -23,12 +23,15 @@ from builder.recipe import LABEL_PREFIX
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from builder.context import OutputFile
     from builder.engine import Engine
     from builder.inputs import BuildInputs
     from builder.loader import Stack
 
 TAIL_LINES = 30
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_MADE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
+"""The image a step leaves ("---> Running in <container>" names a container)."""
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,17 @@ class BuildResult:
     seconds: float
     dockerfile_sha256: str
 
+    created: tuple[str, ...] = ()
+    """Images this build made (steps that ran, not cache hits), oldest first."""
+
+    @property
+    def cacheable_steps(self) -> tuple[StepRecord, ...]:
+        """Every step but FROM (which the engine resolves, never caches)."""
+        return tuple(s for s in self.steps if not _is_from(s.instruction))
+
     @property
     def cached_steps(self) -> int:
-        return sum(step.cached for step in self.steps)
+        return sum(step.cached for step in self.cacheable_steps)
 
 
 class Progress(Protocol):
@@ -94,6 +105,7 @@ class _Run:
     started: float = 0.0
     cached: bool = False
     image_id: str | None = None
+    created: list[str] = field(default_factory=list)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         """Take one decoded event; return the error message if it is one."""
@@ -124,6 +136,10 @@ class _Run:
         elif text.strip() == "---> Using cache":
             self.cached = True
             self.progress.cached()
+        elif made := _MADE.match(text):
+            # the image a step that ran left (a FROM names an existing one)
+            if self.current is not None and not self.cached and not _is_from(self.current[2]):
+                self.created.append(made[1])
         elif not text.startswith(" ---> ") and not text.startswith("Removing intermediate"):
             self.tail.append(text)
             self.progress.line(text)
@@ -147,29 +163,48 @@ def build_image(
     engine: Engine | None = None,
 ) -> BuildResult:
     """Build the stack's image and tag it reference (default: the spec's name:tag)."""
-    from builder.context import DOCKERFILE, context_tar, docker_context
-    from builder.engine import Engine
+    from builder.context import docker_context
     from builder.inputs import with_base
     from builder.recipe import image_recipe
-    from builder.steps import ca_chunks
 
     stack = with_base(stack, inputs)
-    files = docker_context(image_recipe(stack, inputs))
+    return run_build(
+        docker_context(image_recipe(stack, inputs)),
+        reference or f"{stack.spec.image.name}:{stack.spec.image.tag}",
+        log_name=stack.spec.name,
+        build_args=build_args,
+        nocache=nocache,
+        progress=progress,
+        engine=engine,
+    )
+
+
+def run_build(
+    files: list[OutputFile],
+    reference: str,
+    *,
+    log_name: str = "image",
+    build_args: dict[str, str] | None = None,
+    nocache: bool = False,
+    progress: Progress | None = None,
+    engine: Engine | None = None,
+) -> BuildResult:
+    """Build a context (a Dockerfile and the files it copies); tag reference on success."""
+    from builder.context import DOCKERFILE, context_tar
+    from builder.engine import Engine
+
     dockerfile = next(f.text for f in files if f.path == DOCKERFILE)
     digest = hashlib.sha256(dockerfile.encode()).hexdigest()
-    reference = reference or f"{stack.spec.image.name}:{stack.spec.image.tag}"
-    args = dict(build_args or {})
-    if inputs.ca_pem is not None:
-        args |= ca_chunks(inputs.ca_pem)
     labels = {f"{LABEL_PREFIX}.version": __version__, f"{LABEL_PREFIX}.dockerfile-sha256": digest}
     engine = engine or Engine.connect()
     run = _Run(progress or _Quiet())
     started = time.monotonic()
     try:
         with context_tar(files) as context:
-            error = _consume(
-                engine.build(context, buildargs=args, labels=labels, nocache=nocache), run
+            events = engine.build(
+                context, buildargs=dict(build_args or {}), labels=labels, nocache=nocache
             )
+            error = _consume(events, run)
     except KeyboardInterrupt:
         raise Interrupted(
             f"build of {reference} interrupted; nothing was tagged (the engine stops the build "
@@ -177,14 +212,23 @@ def build_image(
         ) from None
     if error is not None or run.image_id is None:
         run.progress.finish(None)
-        raise _failure(stack, run, error or "the engine reported no image id", reference)
+        raise _failure(log_name, run, error or "the engine reported no image id", reference)
     run.close_step()
     engine.tag(run.image_id, reference)
     result = BuildResult(
-        run.image_id, reference, tuple(run.steps), time.monotonic() - started, digest
+        run.image_id,
+        reference,
+        tuple(run.steps),
+        time.monotonic() - started,
+        digest,
+        tuple(run.created),
     )
     run.progress.finish(result)
     return result
+
+
+def _is_from(instruction: str) -> bool:
+    return instruction.upper().startswith("FROM ")
 
 
 def _consume(events: Iterable[dict[str, Any]], run: _Run) -> str | None:
@@ -195,15 +239,15 @@ def _consume(events: Iterable[dict[str, Any]], run: _Run) -> str | None:
     return None
 
 
-def _failure(stack: Stack, run: _Run, error: str, reference: str) -> BuildError:
-    log = Path(tempfile.gettempdir()) / f"builder-build-{stack.spec.name}.log"
+def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError:
+    log = Path(tempfile.gettempdir()) / f"builder-build-{log_name}.log"
     log.write_text("\n".join([*run.log, f"ERROR: {error}"]) + "\n", encoding="utf-8")
     if run.current is None:
         where = "before the first step"
     else:
         number, total, instruction = run.current
         where = f"at step {number}/{total}: {instruction[:200]}"
-    if run.current is not None and run.current[0] == 1 and "FROM" in run.current[2].upper():
+    if run.current is not None and run.current[0] == 1 and _is_from(run.current[2]):
         hint = (
             " The base image is not in the engine and could not be pulled: pull or build it "
             "first, or choose another with --base-image."

@@ -7,7 +7,6 @@ the daemon becomes ``EngineUnavailable`` with what to do about it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -138,15 +137,24 @@ class Engine:
             cmd=tuple(config.get("Cmd") or ()),
         )
 
+    def history(self, reference: str) -> list[tuple[str, int]]:
+        """(created-by, size in bytes) of every entry of the image's history, newest first."""
+        entries = self._client.api.history(reference)  # type: ignore[no-untyped-call]
+        return [(str(e.get("CreatedBy") or ""), int(e.get("Size") or 0)) for e in entries]
+
     def save(self, reference: str) -> Iterator[bytes]:
         """The image as `docker save` writes it (a tar of layers), in chunks."""
         yield from self._client.api.get_image(reference)
 
-    def remove_image(self, reference: str) -> None:
-        from docker.errors import ImageNotFound
+    def remove_image(self, reference: str, *, force: bool = True, prune: bool = True) -> bool:
+        """Remove an image; False when it is gone, in use or has children (unforced)."""
+        from docker.errors import APIError
 
-        with contextlib.suppress(ImageNotFound):
-            self._client.api.remove_image(reference, force=True)
+        try:
+            self._client.api.remove_image(reference, force=force, noprune=not prune)
+        except APIError:
+            return False
+        return True
 
     def containers(self) -> list[tuple[str, str]]:
         """(id, command) of every container, running or not."""

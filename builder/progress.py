@@ -69,7 +69,7 @@ class PlainProgress:
         if result is not None:
             self._print(
                 f"built {result.reference} ({result.image_id[7:19]}) in {result.seconds:.1f}s, "
-                f"{result.cached_steps}/{len(result.steps)} steps from cache"
+                f"{result.cached_steps}/{len(result.cacheable_steps)} steps from cache"
             )
 
     def _print(self, text: str) -> None:
@@ -134,5 +134,5 @@ class LiveProgress:
         if result is not None:
             self._console.print(
                 f"built {result.reference} ({result.image_id[7:19]}) in {result.seconds:.1f}s, "
-                f"{result.cached_steps}/{len(result.steps)} steps from cache"
+                f"{result.cached_steps}/{len(result.cacheable_steps)} steps from cache"
             )

@@ -36,7 +36,7 @@ from builder.steps import (
     fetch_settings,
     python_steps,
     system_steps,
-    trust_step,
+    venv_layers,
 )
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from builder.stacks import ResolvedImage
 
 LABEL_PREFIX = "io.github.builder"
-PATH_PREFIX = f"{VENV}/bin"
-"""Put in front of the base image's own PATH (CUDA and Habana bases extend it)."""
 
 
 @dataclass(frozen=True)
@@ -58,12 +56,13 @@ class Recipe:
     system: tuple[Step, ...]
     python: tuple[Step, ...]
     cleanup: tuple[str, ...]
-    final: tuple[Step, ...]
+    layers: tuple[str, ...]
     fetch: Fetch | None
     files: tuple[ContextFile, ...]
     rootfs: bool
     env: tuple[tuple[str, str], ...]
     path_prefix: str
+    """Put in front of the base image's own PATH (CUDA and Habana bases extend it)."""
     labels: tuple[tuple[str, str], ...]
     workdir: str
     ports: tuple[int, ...]
@@ -103,12 +102,12 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
         system=tuple(system_steps(image, resolved, inputs)),
         python=tuple(python_steps(image, resolved, inputs, requirements=requirements is not None)),
         cleanup=tuple(cleanup),
-        final=(trust_step(),) if inputs.trust_ca else (),
+        layers=venv_layers(resolved),
         fetch=fetch_settings(inputs),
         files=tuple(files),
         rootfs=any(f.path.startswith(f"{ROOTFS}/") for f in files),
         env=tuple(sorted({**env, **resolved.env}.items())),
-        path_prefix=PATH_PREFIX,
+        path_prefix=":".join(f"{layer}/bin" for layer in reversed(venv_layers(resolved))),
         labels=tuple(sorted(_labels(stack, resolved, requirements).items())),
         workdir=image.workdir,
         ports=(image.ssh.port,) if ssh else (),

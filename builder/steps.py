@@ -1,9 +1,8 @@
 """The install steps of an image: which packages, in which order, fetched how.
 
 A ``Step`` is format-free: files it needs copied in, then shell commands.
-Steps that download (``fetches``) get the build's network settings: a CA to
-trust and pip indexes, exported inside the step only, so none of it is
-left in the image's configuration. Every value from the user is quoted here.
+Every value from the user is quoted here. How downloads reach the network
+(a CA, indexes, a wheelhouse) is ``Fetch``: settings of the build stage only.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ REQUIREMENTS_TARGET = f"{BUILD_DIR}/requirements.txt"
 WHEELS_DIR = "wheels"
 WHEELS_TARGET = f"{BUILD_DIR}/wheels"
 CA_FILE = "builder-ca.pem"
-CA_ARG = "BUILDER_CA_PEM"
 CA_TARGET = "/tmp/builder-ca.pem"
-CA_CHUNK = 100_000
+TORCH_DIR = "/opt/torch"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
 
 
@@ -44,47 +42,31 @@ class Step:
     comment: str
     commands: tuple[str, ...]
     copies: tuple[tuple[str, str], ...] = ()
-    fetches: bool = False
 
 
 @dataclass(frozen=True)
 class Fetch:
-    """How downloading steps reach the network during this build.
+    """How the python stage's downloads reach the network: a CA, indexes, a wheelhouse.
 
-    The python stage never reaches the final image, so there the CA is copied
-    in and pip's settings are plain ENV. The system stage is the final
-    image's base: its apt step gets the CA through build arguments, written
-    and removed within that one step (the classic builder has no build
-    secrets). One argument holds at most ``CA_CHUNK`` characters, as Linux
-    caps each environment string at 128 KiB. The .def copies the CA in with
-    %files and removes it at the end of %post.
+    That stage never reaches the final image, so the CA is copied in there
+    and these are plain ENV. The OS-package step gets no build-only CA: the
+    classic builder has no build secrets, and a CA passed as a build argument
+    would be recorded in the image's history. apt uses the distributions'
+    http mirrors; behind an intercepting proxy for https, ``--trust-ca``
+    installs the CA in the image for apt (and everyone after it) to use.
     """
 
     env: tuple[tuple[str, str], ...]
-    ca_chunks: int
+    ca: bool
 
     @property
-    def ca_args(self) -> tuple[str, ...]:
-        """Build-argument names carrying the CA, in order."""
-        return tuple(f"{CA_ARG}_{i}" for i in range(self.ca_chunks))
-
-    @property
-    def exports(self) -> str | None:
+    def exports(self) -> str:
         """The settings as one shell export (for the .def's %post)."""
-        if not self.env:
-            return None
         return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-
-    def around(self, commands: tuple[str, ...]) -> tuple[str, ...]:
-        """A system-stage step's commands, with the CA present only while they run."""
-        if not self.ca_chunks:
-            return commands
-        parts = " ".join(f'"${name}"' for name in self.ca_args)
-        return (f"printf '%s' {parts} > {CA_TARGET}", *commands, f"rm -f {CA_TARGET}")
 
 
 def fetch_settings(inputs: BuildInputs) -> Fetch | None:
-    """The CA handling and pip settings for steps that download, or None when defaults do."""
+    """The pip/git settings of the python stage, or None when the defaults do."""
     env: dict[str, str] = {}
     if inputs.ca_pem:
         for name in ("GIT_SSL_CAINFO", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
@@ -97,21 +79,12 @@ def fetch_settings(inputs: BuildInputs) -> Fetch | None:
         env["PIP_FIND_LINKS"] = WHEELS_TARGET
     if not env:
         return None
-    chunks = -(-len(inputs.ca_pem) // CA_CHUNK) if inputs.ca_pem else 0
-    return Fetch(env=tuple(sorted(env.items())), ca_chunks=chunks)
+    return Fetch(env=tuple(sorted(env.items())), ca=inputs.ca_pem is not None)
 
 
-def ca_chunks(pem: str) -> dict[str, str]:
-    """The build arguments that carry pem to the system stage (see Fetch)."""
-    return {
-        f"{CA_ARG}_{i}": pem[start : start + CA_CHUNK]
-        for i, start in enumerate(range(0, len(pem), CA_CHUNK))
-    }
-
-
-def apt_install(packages: list[str], *, ca: bool) -> tuple[str, ...]:
+def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str, ...]:
     """apt-get update + install without recommends, lists removed in the same step."""
-    option = f" -o Acquire::https::CAInfo={CA_TARGET}" if ca else ""
+    option = f" -o Acquire::https::CAInfo={ca_file}" if ca_file else ""
     return (
         f"apt-get{option} update",
         f"apt-get{option} install -y --no-install-recommends\n" + "\n".join(packages),
@@ -138,12 +111,19 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
 
 def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs) -> list[Step]:
     """OS packages and the user account: the stage the final image starts from."""
-    install = list(apt_install(apt_packages(image, resolved), ca=inputs.ca_pem is not None))
+    trust = inputs.trust_ca and inputs.ca_pem is not None
+    install = list(
+        apt_install(apt_packages(image, resolved), ca_file=TRUSTED_CA if trust else None)
+    )
     if image.ssh.enabled:
         # openssh-server's postinst makes host keys: drop them in this same
         # layer, or every container of the image would share (and leak) them.
         install.append("rm -f /etc/ssh/ssh_host_*")
-    steps = [Step("OS packages", tuple(install), fetches=True)]
+    if trust:
+        install.append("update-ca-certificates")
+    copies = ((CA_FILE, TRUSTED_CA),) if trust else ()
+    note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
+    steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
         steps.append(
@@ -162,6 +142,11 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
     return steps
 
 
+def venv_layers(resolved: ResolvedImage) -> tuple[str, ...]:
+    """The folders the final image copies from the python stage, one layer each."""
+    return (TORCH_DIR, VENV) if resolved.torch else (VENV,)
+
+
 def python_steps(
     image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs, *, requirements: bool
 ) -> list[Step]:
@@ -169,9 +154,7 @@ def python_steps(
     steps = []
     if resolved.deepspeed and resolved.accelerator is Accelerator.gaudi:
         # pip clones the HabanaAI fork; git is needed only while building.
-        steps.append(
-            Step("build-only tools", apt_install(["git"], ca=bool(inputs.ca_pem)), fetches=True)
-        )
+        steps.append(Step("build-only tools", apt_install(["git"])))
     flags = " --system-site-packages" if resolved.system_site_packages else ""
     note = " (sees Habana's torch in the system site-packages)" if flags else ""
     # The wheelhouse lives in this stage only: no wheel reaches the final image.
@@ -189,32 +172,38 @@ def python_steps(
         steps.append(_deepspeed_step(resolved))
     if image.pip:
         packages = " ".join(shlex.quote(p) for p in image.pip)
-        steps.append(Step("extra pip packages", (f"{PIP} {packages}",), fetches=True))
+        steps.append(Step("extra pip packages", (f"{PIP} {packages}",)))
     if requirements:
         steps.append(
             Step(
                 "the stack's requirements (last: they change most)",
                 (f"{PIP} -r {REQUIREMENTS_TARGET}",),
                 copies=((REQUIREMENTS_FILE, REQUIREMENTS_TARGET),),
-                fetches=True,
             )
         )
     return steps
 
 
 def _torch_step(resolved: ResolvedImage, inputs: BuildInputs) -> Step:
-    pin = f"torch=={resolved.torch}"
+    """torch and its dependencies in a folder of their own, seen by the venv through a .pth.
+
+    They are most of the venv's size (GBs with CUDA), so the final image
+    copies them as a layer of their own: a change to the stack's requirements
+    then rewrites only the small venv layer, and nodes pull only that.
+    """
     wheel = inputs.wheel_for("torch", resolved.torch or "")
     if wheel is not None:
-        # torch itself from the wheelhouse, never from an index (PyPI's Linux
-        # torch is the multi-GB CUDA build); its small dependencies from the index.
-        commands = (
-            f"{PIP} --no-index --no-deps {WHEELS_TARGET}/{shlex.quote(wheel.filename)}",
-            f"{PIP} {pin}",
-        )
-        return Step(f"torch {resolved.torch} (from the wheelhouse)", commands, fetches=True)
-    command = f"{PIP} --index-url {shlex.quote(resolved.torch_index or '')} {pin}"
-    return Step(f"torch {resolved.torch}", (command,), fetches=True)
+        # the wheelhouse's file itself, never an index's torch (PyPI's Linux
+        # torch is the multi-GB CUDA build); dependencies from the indexes
+        install = f"{PIP} --target {TORCH_DIR} {WHEELS_TARGET}/{shlex.quote(wheel.filename)}"
+        comment = f"torch {resolved.torch} from the wheelhouse, in its own layer"
+    else:
+        index = shlex.quote(resolved.torch_index or "")
+        install = f"{PIP} --target {TORCH_DIR} --index-url {index} torch=={resolved.torch}"
+        comment = f"torch {resolved.torch} and its dependencies, in their own layer"
+    purelib = f"{VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
+    link = f'echo {TORCH_DIR} > "$({purelib})/torch-layer.pth"'
+    return Step(comment, (install, link))
 
 
 def _deepspeed_step(resolved: ResolvedImage) -> Step:
@@ -228,14 +217,4 @@ def _deepspeed_step(resolved: ResolvedImage) -> Step:
             f"{PIP} {' '.join(BUILD_TOOLS)}",
             f"DS_BUILD_OPS=0 {PIP} --no-build-isolation {shlex.quote(target)}",
         ),
-        fetches=True,
-    )
-
-
-def trust_step() -> Step:
-    """Make the build's CA trusted in the final image too (only when asked)."""
-    return Step(
-        "trust the build's CA in the image (--trust-ca)",
-        ("update-ca-certificates",),
-        copies=((CA_FILE, TRUSTED_CA),),
     )

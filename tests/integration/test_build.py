@@ -130,3 +130,7 @@ def test_the_build_ca_is_not_trusted_by_the_image(engine: Engine, cpu_image: Bui
     # may be trusted by the image, which only used the bundle while building.
     assert not_in_image, "test precondition: the host bundle must hold a non-Debian CA"
     assert run_in(engine, IMAGE, "ls /tmp; env | grep -c PIP_CERT || true").split() == ["0"]
+    # not in the image's metadata either: build arguments would sit in its history
+    history = "\n".join(created_by for created_by, _ in engine.history(IMAGE))
+    assert "BEGIN CERTIFICATE" not in history
+    assert "builder-ca" not in history

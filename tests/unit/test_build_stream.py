@@ -90,3 +90,27 @@ def test_interrupting_tags_nothing() -> None:
     with pytest.raises(Interrupted, match="nothing was tagged"):
         build_image(load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine)  # type: ignore[arg-type]
     assert engine.tags == []
+
+
+def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> None:
+    events = [
+        {"stream": "Step 1/3 : FROM debian AS system\n"},
+        {"stream": " ---> 1111aaaa2222\n"},
+        {"stream": "Step 2/3 : RUN apt-get update\n"},
+        {"stream": " ---> Using cache\n"},
+        {"stream": " ---> 3333bbbb4444\n"},
+        {"stream": "Step 3/3 : RUN pip install x\n"},
+        {"stream": " ---> Running in cccc55556666\n"},
+        {"stream": "Removing intermediate container cccc55556666\n"},
+        {"stream": " ---> 7777dddd8888\n"},
+        {"aux": {"ID": "sha256:7777dddd8888"}},
+    ]
+    result = build_image(
+        load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=FakeEngine(events)
+    )  # type: ignore[arg-type]
+    assert result.created == ("7777dddd8888",)
+    assert [s.instruction for s in result.cacheable_steps] == [
+        "RUN apt-get update",
+        "RUN pip install x",
+    ]
+    assert result.cached_steps == 1

@@ -12,7 +12,6 @@ from builder.context import DOCKERFILE, context_tar, render_outputs
 from builder.errors import SpecError, UsageError
 from builder.inputs import load_inputs
 from builder.loader import load_preset
-from builder.steps import CA_CHUNK, ca_chunks
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,7 +59,7 @@ def test_torch_comes_from_the_wheelhouse_and_no_wheel_reaches_the_final_stage(
 ) -> None:
     out = files(wheelhouse=wheels)
     system, python, final = stages(out[DOCKERFILE])
-    assert f"--no-index --no-deps /tmp/builder/wheels/{WHEEL}" in python
+    assert f"--target /opt/torch /tmp/builder/wheels/{WHEEL}" in python
     assert "download.pytorch.org" not in out[DOCKERFILE]
     assert "COPY wheels/ /tmp/builder/wheels/" in python
     assert 'PIP_FIND_LINKS="/tmp/builder/wheels"' in python
@@ -69,18 +68,17 @@ def test_torch_comes_from_the_wheelhouse_and_no_wheel_reaches_the_final_stage(
     assert "rm -rf /tmp/builder" in out["cpu-deepspeed.def"]
 
 
-def test_the_ca_reaches_apt_through_build_args_and_pip_through_the_python_stage(
-    ca: Path,
-) -> None:
+def test_the_ca_serves_the_build_stage_only(ca: Path) -> None:
     out = files(ca_bundle=ca)
     system, python, final = stages(out[DOCKERFILE])
-    assert "ARG BUILDER_CA_PEM_0\n" in system
-    apt_run = system.split("\nRUN ", 1)[1].split("\n\n", 1)[0]
-    assert apt_run.startswith("printf '%s' \"$BUILDER_CA_PEM_0\" > /tmp/builder-ca.pem")
-    assert "Acquire::https::CAInfo=/tmp/builder-ca.pem" in apt_run
-    assert apt_run.rstrip().endswith("rm -f /tmp/builder-ca.pem")
+    # nothing of the CA in the stage the final image is made of, not even a
+    # build argument (the classic builder would record its value in the history)
+    assert "builder-ca" not in system
+    assert "CAInfo" not in system
+    assert "ARG" not in system.replace("ARG DEBIAN_FRONTEND", "")
     assert "COPY builder-ca.pem /tmp/builder-ca.pem" in python
     assert 'PIP_CERT="/tmp/builder-ca.pem"' in python
+    assert 'GIT_SSL_CAINFO="/tmp/builder-ca.pem"' in python
     assert "ca.pem" not in final
     assert "update-ca-certificates" not in out[DOCKERFILE]
     assert out["builder-ca.pem"] == CERT
@@ -89,18 +87,24 @@ def test_the_ca_reaches_apt_through_build_args_and_pip_through_the_python_stage(
     assert "rm -f /tmp/builder-ca.pem" in definition
 
 
-def test_trust_ca_installs_it_in_the_final_image(ca: Path) -> None:
-    _, _, final = stages(files(ca_bundle=ca, trust_ca=True)[DOCKERFILE])
-    assert "COPY builder-ca.pem /usr/local/share/ca-certificates/builder-build-ca.crt" in final
-    assert "RUN update-ca-certificates" in final
+def test_trust_ca_installs_it_where_apt_and_the_image_use_it(ca: Path) -> None:
+    system, _, _ = stages(files(ca_bundle=ca, trust_ca=True)[DOCKERFILE])
+    apt_step = system.split("# OS packages", 1)[1]
+    assert apt_step.startswith(" (the build's CA is trusted in the image: --trust-ca)\n")
+    ca_file = "/usr/local/share/ca-certificates/builder-build-ca.crt"
+    assert f"COPY builder-ca.pem {ca_file}" in apt_step
+    assert f"apt-get -o Acquire::https::CAInfo={ca_file} update" in apt_step
+    assert "&& update-ca-certificates" in apt_step
 
 
-def test_large_bundles_are_split_below_the_environment_limit() -> None:
-    pem = CERT * (2 * CA_CHUNK // len(CERT) + 3)
-    chunks = ca_chunks(pem)
-    assert list(chunks) == ["BUILDER_CA_PEM_0", "BUILDER_CA_PEM_1", "BUILDER_CA_PEM_2"]
-    assert "".join(chunks.values()) == pem
-    assert max(len(v) for v in chunks.values()) <= CA_CHUNK < 128 * 1024
+def test_torch_and_its_dependencies_are_a_layer_of_their_own() -> None:
+    _, python, final = stages(files()[DOCKERFILE])
+    assert "--target /opt/torch --index-url https://download.pytorch.org/whl/cpu torch==" in python
+    assert "/torch-layer.pth" in python
+    assert final.index("COPY --from=python /opt/torch /opt/torch") < final.index(
+        "COPY --from=python /opt/venv /opt/venv"
+    )
+    assert 'ENV PATH="/opt/venv/bin:/opt/torch/bin:$PATH"' in final
 
 
 def test_pip_mirror_settings_are_build_stage_env() -> None:

@@ -131,7 +131,7 @@ def test_dockerfile_shape(name: str) -> None:
             assert "--no-cache-dir" in run
     assert "org.opencontainers.image.title=" in dockerfile
     assert "io.github.builder.spec-hash=" in dockerfile
-    assert 'ENV PATH="/opt/venv/bin:$PATH"' in dockerfile
+    assert re.search(r'^ENV PATH="/opt/venv/bin:(/opt/torch/bin:)?\$PATH"', dockerfile, re.M)
 
 
 def test_requirements_come_last_and_stay_out_of_the_final_stage(
