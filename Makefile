@@ -54,7 +54,7 @@ render: install ## regenerate dockerfiles/ and apptainer/ from the presets (revi
 	@echo "rendered: $(PRESETS)"
 
 bench: install ## print the benchmark figures (bench/)
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean: ## remove the venv, build outputs and caches
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -4,8 +4,8 @@ A corporate CA, a PyPI mirror, a folder of wheels (air-gapped clusters, or a
 CPU torch on hand), another base image: ``builder build`` and ``builder
 render`` take the same options, so the Dockerfile a user reads is the one
 that is built. None of these may leave build-only material in the image:
-the CA reaches build steps through a build argument and is removed in the
-same step, and the wheels live only in the build stage.
+the CA, the pip settings and the wheels live only in the build stage, which
+the final image never inherits (``steps.Fetch`` says why apt gets no CA).
 """
 
 from __future__ import annotations
