@@ -203,7 +203,10 @@ def _torch_step(resolved: ResolvedImage, inputs: BuildInputs) -> Step:
         comment = f"torch {resolved.torch} and its dependencies, in their own layer"
     purelib = f"{VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
     link = f'echo {TORCH_DIR} > "$({purelib})/torch-layer.pth"'
-    return Step(comment, (install, link))
+    # The wheel ships torch's C++ unit-test executables (~80 MB); nothing
+    # imports them, and they go in the same step, so no layer keeps them.
+    trim = f"rm -rf {TORCH_DIR}/torch/test"
+    return Step(comment, (install, trim, link))
 
 
 def _deepspeed_step(resolved: ResolvedImage) -> Step:

@@ -134,3 +134,17 @@ def test_the_build_ca_is_not_trusted_by_the_image(engine: Engine, cpu_image: Bui
     history = "\n".join(created_by for created_by, _ in engine.history(IMAGE))
     assert "BEGIN CERTIFICATE" not in history
     assert "builder-ca" not in history
+
+
+def test_torch_is_its_own_layer_without_its_test_binaries(
+    engine: Engine, cpu_image: BuildResult
+) -> None:
+    out = run_in(
+        engine,
+        IMAGE,
+        "python -c 'import torch; print(torch.__file__)';"
+        " test -e /opt/torch/torch/test || echo trimmed; command -v torchrun",
+    )
+    assert out.split() == ["/opt/torch/torch/__init__.py", "trimmed", "/opt/torch/bin/torchrun"]
+    copies = [c for c, _ in engine.history(IMAGE) if "COPY" in c or "copy" in c]
+    assert any("/opt/torch" in c for c in copies)
