@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PRESETS = $(shell $(BIN)/python -c "from builder.presets import preset_names; print(' '.join(preset_names()))")
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools engine demo test test-unit test-integration lint render bench clean
+.PHONY: help install tools engine conformance demo test test-unit test-integration lint render bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -21,6 +21,21 @@ install: $(BIN)/builder ## make .venv and install builder with dev, test and ben
 tools: ## install the real tools the tests use (sshd, ssh, shellcheck)
 	scripts/ensure-tools.sh
 
+# The real consumers of our outputs, in the venv: DeepSpeed's launcher parsers
+# (and the CPU torch it imports). torch first, pinned to the wheelhouse's CPU
+# build: left to DeepSpeed's requirements, pip would take the multi-GB CUDA one.
+TORCH_CPU = torch==2.13.0+cpu
+DEEPSPEED = deepspeed==0.19.8
+WHEELHOUSE ?= $(HOME)/.cache/builder-tests/wheels
+
+$(VENV)/.conformance: $(BIN)/builder Makefile
+	PYTHON=$(BIN)/python scripts/wheelhouse.sh $(WHEELHOUSE)
+	$(BIN)/pip install --quiet --find-links $(WHEELHOUSE) "$(TORCH_CPU)" setuptools wheel
+	DS_BUILD_OPS=0 $(BIN)/pip install --quiet --no-build-isolation "$(DEEPSPEED)"
+	@touch $@
+
+conformance: $(VENV)/.conformance ## DeepSpeed and the CPU torch in the venv (conformance tests)
+
 engine: ## a running Docker engine, the local test base image and the CPU torch wheelhouse
 	scripts/engine.sh
 	scripts/base-image.sh
@@ -30,7 +45,7 @@ demo: install ## render the default preset (cuda-deepspeed) into build/demo
 	$(BIN)/builder render --preset cuda-deepspeed -o build/demo --force
 	@echo "see build/demo: Dockerfile, rootfs/, cuda-deepspeed.def, cuda-deepspeed.docker-daemon.def"
 
-test: install tools engine ## run every test (the integration tests build real images)
+test: install tools engine conformance ## run every test (the integration tests build real images)
 	$(BIN)/pytest
 
 test-unit: install ## run the tests that need no engine

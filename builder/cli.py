@@ -310,6 +310,44 @@ def _choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
 
 
 @app.command()
+def hostfile(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    nodes: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--nodes", "-n", help="Host names or Slurm node lists; repeatable."),
+    ] = None,
+    slots: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--slots", "-s", help="Processes per node (default: the spec's or 1)."),
+    ] = None,
+    from_slurm: Annotated[
+        bool, typer.Option("--from-slurm", help="The nodes of the Slurm job this runs in.")
+    ] = False,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="File to write (default: print)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write a DeepSpeed/mpirun hostfile (`host slots=N` lines, node-rank order)."""
+    import os
+
+    from builder.cluster.hostfile import choose_hosts, hostfile_text
+
+    launch = _stack(spec, preset).spec.launch if (spec or preset) else None
+    hosts = choose_hosts(
+        spec_nodes=launch.nodes if launch else None,
+        spec_slots=launch.slots if launch else None,
+        nodes=nodes or [],
+        slots=slots,
+        from_slurm=from_slurm,
+        env=os.environ,
+    )
+    _print_or_write(hostfile_text(hosts), output, force=force)
+
+
+@app.command()
 def lint(
     spec: SpecArg = None,
     preset: PresetOpt = None,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck)
+# Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck,
+# Slurm's scontrol)
 # when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
 set -euo pipefail
 
@@ -7,6 +8,7 @@ missing=()
 command -v ssh >/dev/null || missing+=(openssh-client)
 { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; } || missing+=(openssh-server)
 command -v shellcheck >/dev/null || missing+=(shellcheck)
+command -v scontrol >/dev/null || missing+=(slurm-client)  # Slurm's own node-list expansion
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -93,7 +93,7 @@ def test_interrupting_tags_nothing() -> None:
 
 
 def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"stream": "Step 1/3 : FROM debian AS system\n"},
         {"stream": " ---> 1111aaaa2222\n"},
         {"stream": "Step 2/3 : RUN apt-get update\n"},
@@ -105,9 +105,10 @@ def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> N
         {"stream": " ---> 7777dddd8888\n"},
         {"aux": {"ID": "sha256:7777dddd8888"}},
     ]
+    engine: Any = FakeEngine(events)
     result = build_image(
-        load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=FakeEngine(events)
-    )  # type: ignore[arg-type]
+        load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine
+    )
     assert result.created == ("7777dddd8888",)
     assert [s.instruction for s in result.cacheable_steps] == [
         "RUN apt-get update",

@@ -181,3 +181,34 @@ def test_errors_are_one_red_paragraph(args: list[str]) -> None:
     assert out == ""
     assert err.startswith("error: ")
     assert "Traceback" not in err
+
+
+def test_hostfile_from_nodes_spec_and_slurm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run("hostfile", "--nodes", "gpu[01-02]", "--nodes", "gpu07", "--slots", "8")
+    assert code == 0
+    assert out == "gpu01 slots=8\ngpu02 slots=8\ngpu07 slots=8\n"
+    assert run("hostfile", "--preset", "cpu-deepspeed")[1] == "node1 slots=2\nnode2 slots=2\n"
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
+    assert run("hostfile", "--from-slurm")[1] == "n1 slots=4\nn2 slots=4\n"
+    target = tmp_path / "cluster" / "hostfile"
+    assert run("hostfile", "--from-slurm", "-o", str(target))[0] == 0
+    assert target.read_text() == "n1 slots=4\nn2 slots=4\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["hostfile", "--nodes", "n1,n1"], "n1 listed more than once"),
+        (["hostfile", "--nodes", "n1", "--slots", "0"], "slots must be between 1 and 1024"),
+        (["hostfile", "--nodes", "n[1-2"], "'[' is never closed"),
+        (["hostfile"], "say which nodes"),
+    ],
+)
+def test_hostfile_errors_write_nothing(args: list[str], message: str, tmp_path: Path) -> None:
+    code, _out, err = run(*args, "-o", str(tmp_path / "hostfile"))
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "hostfile").exists()

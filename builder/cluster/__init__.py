@@ -1,0 +1,1 @@
+"""Cluster-side files: node lists, hostfiles, .deepspeed_env, keys."""

@@ -1,0 +1,53 @@
+"""The real consumers of our outputs, installed as test tools: Slurm's scontrol,
+DeepSpeed's and torch's own parsers. Missing ones fail under BUILDER_REQUIRE_REAL=1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.conftest import real_tool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+
+@pytest.fixture(scope="session")
+def scontrol(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[str] | None]:
+    """Slurm's own expansion of a node list (None where Slurm rejects it)."""
+    exe = real_tool("scontrol")
+    # `scontrol show hostnames` needs no cluster, but insists on a configuration.
+    conf: Path = tmp_path_factory.mktemp("slurm") / "slurm.conf"
+    conf.write_text("ClusterName=builder\nSlurmctldHost=localhost\n")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+
+    def expand(nodelist: str) -> list[str] | None:
+        result = subprocess.run(
+            [exe, "show", "hostnames", nodelist],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if result.returncode != 0 or "Invalid" in result.stderr:
+            return None
+        return result.stdout.split()
+
+    return expand
+
+
+@pytest.fixture(scope="session")
+def deepspeed_runner() -> object:
+    """deepspeed.launcher.runner, the module behind the `deepspeed` command."""
+    try:
+        from deepspeed.launcher import runner
+    except ImportError as exc:
+        message = f"DeepSpeed is not installed in the test venv ({exc}): run `make conformance`"
+        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return runner
