@@ -348,6 +348,38 @@ def hostfile(
 
 
 @app.command()
+def dsenv(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    set_: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--set", help="NAME=VALUE to add or override; repeatable."),
+    ] = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Read Gaudi runtime values from this image's ENV."),
+    ] = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="File to write (default: print)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
+    from builder.cluster.dsenv import dsenv_for, parse_assignments
+
+    stack = _stack(spec, preset)
+    extra = parse_assignments(set_ or [], "--set")
+    image_env = None
+    if image is not None:
+        from builder.engine import Engine
+
+        pairs = (item.partition("=") for item in Engine.connect().image(image).env)
+        image_env = {key: value for key, _, value in pairs}
+    _print_or_write(dsenv_for(stack.spec, extra, image_env), output, force=force)
+
+
+@app.command()
 def lint(
     spec: SpecArg = None,
     preset: PresetOpt = None,

@@ -96,6 +96,18 @@ GAUDI_RUNTIME_ENV = (
     "RDMA_CORE_ROOT",
 )
 
+# Their values in Habana's pytorch-installer images (base Dockerfiles and
+# /etc/profile.d); `builder dsenv --image` reads the image's own instead.
+GAUDI_RUNTIME_DEFAULTS = {
+    "DATA_LOADER_AEON_LIB_PATH": "/usr/lib/habanalabs/libaeon.so",
+    "GC_KERNEL_PATH": "/usr/lib/habanalabs/libtpc_kernels.so",
+    "HABANA_LOGS": "/var/log/habana_logs/",
+    "HABANA_PLUGINS_LIB_PATH": "/opt/habanalabs/habana_plugins",
+    "HABANA_SCAL_BIN_PATH": "/opt/habanalabs/engines_fw",
+    "RDMA_CORE_LIB": "/opt/habanalabs/rdma-core/src/build/lib",
+    "RDMA_CORE_ROOT": "/opt/habanalabs/rdma-core/src",
+}
+
 DEFAULT_CUDA = "12.6.3"
 DEFAULT_CUDA_OS = "ubuntu22.04"
 DEFAULT_SYNAPSE = "1.23.0"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck,
-# Slurm's scontrol)
+# Slurm's scontrol, pdsh)
 # when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
 set -euo pipefail
 
@@ -9,6 +9,7 @@ command -v ssh >/dev/null || missing+=(openssh-client)
 { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; } || missing+=(openssh-server)
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v scontrol >/dev/null || missing+=(slurm-client)  # Slurm's own node-list expansion
+command -v pdsh >/dev/null || missing+=(pdsh)  # what carries .deepspeed_env to the nodes
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

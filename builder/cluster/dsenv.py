@@ -1,0 +1,81 @@
+"""``.deepspeed_env``: the variables DeepSpeed's pdsh launcher exports on every node.
+
+DeepSpeed reads the file with ``key, val = line.split('=', 1)`` for EVERY
+line, so a blank line crashes the launcher and a ``#`` comment becomes a
+bogus variable: only ``KEY=VALUE`` lines are written. It then strips the
+value, wraps it in double quotes when it holds anything outside
+``[\\w@%+=:,./-]`` (0.15 quoted every value), and pdsh hands
+``export KEY=VAL; ...`` to the remote shell, substituting ``%h %u %n`` on
+the way. So each value is escaped for a double-quoted shell word and its
+``%`` doubled; what cannot survive (a newline, surrounding blanks) is refused.
+The file is read only for multi-node pdsh runs, never with ``--no_ssh``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from builder.errors import UsageError
+from builder.spec import ENV_NAME, Accelerator
+from builder.stacks import GAUDI_RUNTIME_DEFAULTS, GAUDI_RUNTIME_ENV
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from builder.spec import Spec
+
+_SAFE = re.compile(r"^[\w@%+=:,./-]*$")
+# DeepSpeed forwards these prefixes by itself (EXPORT_ENVS + CUDA's NCCL).
+FORWARDED = ("PYTHON", "MV2", "UCX", "MLFLOW")
+
+
+def deepspeed_env_text(env: Mapping[str, str]) -> str:
+    """The file's text: sorted ``KEY=VALUE`` lines, each value escaped to arrive unchanged."""
+    lines = []
+    for key in sorted(env):
+        if not re.match(ENV_NAME, key):
+            raise UsageError(f"{key!r} is not a valid environment variable name")
+        lines.append(f"{key}={escape_value(key, env[key])}\n")
+    return "".join(lines)
+
+
+def escape_value(key: str, value: str) -> str:
+    """value written so that DeepSpeed's quoting, pdsh and the remote shell give it back."""
+    if any(c in value for c in "\n\r\0"):
+        raise UsageError(f"{key}: the value holds a line break, which .deepspeed_env cannot carry")
+    if value != value.strip():
+        raise UsageError(
+            f"{key}: the value starts or ends with blanks, which DeepSpeed strips; "
+            "move them inside or drop them"
+        )
+    value = value.replace("%", "%%")  # pdsh substitutes %h, %u, %n in the command
+    if _SAFE.match(value):
+        return value
+    return re.sub(r'([\\"$`])', r"\\\1", value)
+
+
+def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str] | None) -> str:
+    """The .deepspeed_env of a stack: Gaudi's runtime variables, launch.env, then extra."""
+    env: dict[str, str] = {}
+    if spec.image.accelerator is Accelerator.gaudi:
+        # DeepSpeed forwards no HABANA/HCCL variable by itself; graph compilation
+        # on the other nodes fails without these.
+        for name in GAUDI_RUNTIME_ENV:
+            value = (image_env or {}).get(name) or GAUDI_RUNTIME_DEFAULTS.get(name)
+            if value:
+                env[name] = value
+    env.update(spec.launch.env)
+    env.update(extra)
+    return deepspeed_env_text(env)
+
+
+def parse_assignments(items: list[str], option: str) -> dict[str, str]:
+    """KEY=VALUE options into a mapping, with the option named in errors."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.match(ENV_NAME, key):
+            raise UsageError(f"{option} {item!r}: write it as NAME=VALUE with a valid NAME")
+        out[key] = value
+    return out
