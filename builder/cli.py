@@ -348,6 +348,27 @@ def hostfile(
 
 
 @app.command()
+def keys(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for the key pair (made 0700).")
+    ] = Path("cluster"),
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing key (locks out old nodes).")
+    ] = False,
+) -> None:
+    """Make the cluster's ed25519 key pair, authorized_keys and an ssh_config."""
+    from builder.cluster.keys import make_keys
+
+    stack = _stack(spec, preset) if (spec or preset) else None
+    port = stack.spec.image.ssh.port if stack else 3022
+    name = stack.spec.name if stack else "cluster"
+    for path in make_keys(output, port=port, comment=f"builder-{name}", force=force):
+        typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
 def dsenv(
     spec: SpecArg = None,
     preset: PresetOpt = None,

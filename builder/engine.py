@@ -7,6 +7,7 @@ the daemon becomes ``EngineUnavailable`` with what to do about it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -155,6 +156,53 @@ class Engine:
         except APIError:
             return False
         return True
+
+    def start(
+        self,
+        image: str,
+        *,
+        name: str,
+        mounts: dict[str, tuple[str, str]] | None = None,
+        environment: dict[str, str] | None = None,
+        network: str | None = None,
+        command: list[str] | None = None,
+    ) -> str:
+        """Start a detached container (hostname = name); mounts map host path -> (path, mode)."""
+        from docker.errors import APIError
+
+        volumes = {
+            host: {"bind": path, "mode": mode} for host, (path, mode) in (mounts or {}).items()
+        }
+        try:
+            container = self._client.containers.run(
+                image,
+                command,
+                name=name,
+                hostname=name,
+                detach=True,
+                volumes=volumes,
+                environment=environment or {},
+                network=network,
+            )
+        except APIError as exc:
+            raise BuildError(f"cannot start {name} from {image}: {_reason(exc)}") from None
+        return str(container.id)
+
+    def exec(self, container: str, command: list[str]) -> tuple[int, str]:
+        """Run a command in a running container: (exit code, stdout and stderr)."""
+        result = self._client.containers.get(container).exec_run(command)
+        output: Any = result.output or b""
+        return int(result.exit_code or 0), bytes(output).decode(errors="replace")
+
+    def logs(self, container: str) -> str:
+        raw: Any = self._client.containers.get(container).logs()
+        return bytes(raw).decode(errors="replace")
+
+    def remove_container(self, container: str) -> None:
+        from docker.errors import NotFound
+
+        with contextlib.suppress(NotFound):
+            self._client.containers.get(container).remove(force=True)
 
     def containers(self) -> list[tuple[str, str]]:
         """(id, command) of every container, running or not."""
