@@ -401,6 +401,50 @@ def dsenv(
 
 
 @app.command()
+def launch(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Image to run (default: the spec's name:tag)."),
+    ] = None,
+    cluster_dir: Annotated[
+        Path, typer.Option("--cluster-dir", help="Folder with keys, hostfile, .deepspeed_env.")
+    ] = Path("cluster"),
+    runtime: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--runtime", help="docker or none (default: the spec's)."),
+    ] = None,
+    launcher: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--launcher", help="deepspeed or torchrun (default: the spec's)."),
+    ] = None,
+    infiniband: Annotated[
+        bool, typer.Option("--infiniband", help="Pass /dev/infiniband and IPC_LOCK.")
+    ] = False,
+    aws_efa: Annotated[
+        bool, typer.Option("--aws-efa", help="Gaudi on AWS DL1: privileged, for EFA.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Print the per-node container commands and the launcher command."""
+    from builder.launch.plan import launch_plan
+
+    stack = _stack(spec, preset)
+    image_spec = stack.spec.image
+    plan = launch_plan(
+        stack.spec,
+        image=image or f"{image_spec.name}:{image_spec.tag}",
+        cluster_dir=str(cluster_dir.resolve()),
+        runtime=runtime,
+        launcher=launcher,
+        infiniband=infiniband,
+        aws_efa=aws_efa,
+    )
+    typer.echo(json.dumps(plan.as_data(), indent=2) if as_json else plan.text(), nl=as_json)
+
+
+@app.command()
 def lint(
     spec: SpecArg = None,
     preset: PresetOpt = None,

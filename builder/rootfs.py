@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from builder.stacks import ResolvedImage
 
 ROOTFS = "rootfs"
-KEY_DIR = "/etc/builder/ssh"
-"""Where the per-cluster key pair is mounted (read-only) at run time."""
+CLUSTER_DIR = "/etc/builder/cluster"
+"""Where the cluster folder (key pair, hostfile, .deepspeed_env) is mounted read-only."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def rootfs_files(spec: Spec, resolved: ResolvedImage) -> tuple[ContextFile, ...]
     home = "/root" if image.user.name == "root" else f"/home/{image.user.name}"
     context = {
         "port": image.ssh.port,
-        "key_dir": KEY_DIR,
+        "key_dir": CLUSTER_DIR,
         "user": image.user.name,
         "uid": image.user.uid,
         "home": home,

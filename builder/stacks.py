@@ -108,6 +108,25 @@ GAUDI_RUNTIME_DEFAULTS = {
     "RDMA_CORE_ROOT": "/opt/habanalabs/rdma-core/src",
 }
 
+# `docker run` flags a training container needs, per accelerator (NVIDIA's
+# and Habana's documented settings). Host networking for all: NCCL/HCCL/gloo
+# and sshd talk node to node directly.
+DOCKER_RUN_FLAGS: dict[Accelerator, tuple[str, ...]] = {
+    Accelerator.cuda: (
+        "--gpus", "all", "--ipc", "host",
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+    ),
+    Accelerator.gaudi: (
+        "--runtime", "habana", "-e", "HABANA_VISIBLE_DEVICES=all",
+        "-e", "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+        "--cap-add", "sys_nice", "--ipc", "host",
+    ),
+    Accelerator.cpu: ("--ipc", "host"),
+}  # fmt: skip
+INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
+AWS_EFA_FLAGS = ("--privileged",)
+"""Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
+
 DEFAULT_CUDA = "12.6.3"
 DEFAULT_CUDA_OS = "ubuntu22.04"
 DEFAULT_SYNAPSE = "1.23.0"

@@ -1,6 +1,6 @@
 """A fresh ed25519 key pair per cluster, made by ssh-keygen, never baked into an image.
 
-The folder is mounted read-only at /etc/builder/ssh in every node's
+The folder is mounted read-only at /etc/builder/cluster in every node's
 container, where the image's entrypoint installs the pair for root (or the
 stack's user). Files are 0600 in a 0700 folder, written all together or not
 at all, and an existing key is never replaced without ``force``.
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from builder.errors import OutputExists, ToolMissing, UsageError
-from builder.rootfs import KEY_DIR
+from builder.rootfs import CLUSTER_DIR
 
 PRIVATE = "id_ed25519"
 PUBLIC = "id_ed25519.pub"
@@ -76,5 +76,5 @@ def host_ssh_config(private_key: Path, port: int) -> str:
     )
 
 
-MOUNT_TARGET = KEY_DIR
+MOUNT_TARGET = CLUSTER_DIR
 """Where run commands mount the folder (read-only)."""

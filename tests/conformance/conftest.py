@@ -51,3 +51,16 @@ def deepspeed_runner() -> object:
             pytest.fail(message)
         pytest.skip(message)
     return runner
+
+
+@pytest.fixture(scope="session")
+def torchrun_parser() -> object:
+    """torch.distributed.run's own argument parser (what `torchrun` runs)."""
+    try:
+        from torch.distributed.run import get_args_parser
+    except ImportError as exc:
+        message = f"torch is not installed in the test venv ({exc}): run `make conformance`"
+        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return get_args_parser()

@@ -1,0 +1,50 @@
+"""The launcher commands: deepspeed (pdsh over ssh) and torchrun (c10d or static).
+
+Both are checked by the real parsers in tests/conformance: DeepSpeed's
+``runner.parse_args`` and torch's ``torch.distributed.run`` parser read back
+the hostfile, master, ports, script and arguments we meant.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from builder.spec import LaunchSpec
+
+TORCHRUN_C10D_PORT = 29400
+
+
+def deepspeed_argv(
+    launch: LaunchSpec, *, hostfile: str, master_addr: str, ssh_port: int | None = None
+) -> list[str]:
+    """`deepspeed` over pdsh: launcher flags before the script, as DeepSpeed requires.
+
+    ``ssh_port`` is needed only when the image's ssh client config does not
+    already use sshd's port (builder's images do).
+    """
+    argv = ["deepspeed", "--hostfile", hostfile, "--master_addr", master_addr]
+    argv += ["--master_port", str(launch.master_port)]
+    if ssh_port is not None:
+        argv += ["--ssh_port", str(ssh_port)]
+    return [*argv, launch.script, *launch.args]
+
+
+def torchrun_argv(
+    launch: LaunchSpec,
+    *,
+    nnodes: int,
+    master_addr: str,
+    rdzv_id: str,
+    node_rank: int | None = None,
+) -> list[str]:
+    """`torchrun`: c10d rendezvous (the same command on every node) or, with
+    node_rank, static rendezvous with explicit ranks."""
+    argv = ["torchrun", "--nnodes", str(nnodes), "--nproc-per-node", str(launch.slots)]
+    if node_rank is None:
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{master_addr}:{launch.master_port}"]
+        argv += ["--rdzv-id", rdzv_id]
+    else:
+        argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
+        argv += ["--master-port", str(launch.master_port)]
+    return [*argv, launch.script, *launch.args]

@@ -1,0 +1,148 @@
+"""The launch plan of a stack: what to run on which node, in order.
+
+deepspeed: start every node's container (its sshd), then run the launcher
+in the first node's container; pdsh reaches the others over ssh with the
+hostfile and .deepspeed_env of the mounted cluster folder. torchrun: every
+node runs the same torchrun command (c10d rendezvous), nothing else. With
+runtime ``none`` the same launcher commands run on the nodes themselves.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from builder.cluster.hostfile import hosts_from_nodes
+from builder.errors import UsageError
+from builder.launch.docker_run import container_name, docker_run_argv
+from builder.launch.launchers import deepspeed_argv, torchrun_argv
+from builder.rootfs import CLUSTER_DIR
+
+if TYPE_CHECKING:
+    from builder.spec import Spec
+
+HOSTFILE = "hostfile"
+DSENV = ".deepspeed_env"
+SUPPORTED = {"docker": ("deepspeed", "torchrun"), "none": ("deepspeed", "torchrun")}
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """A command and the node it runs on."""
+
+    node: str
+    argv: tuple[str, ...]
+    purpose: str
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything to type, node by node, to start the run."""
+
+    runtime: str
+    launcher: str
+    nodes: tuple[str, ...]
+    master_addr: str
+    commands: tuple[NodeCommand, ...]
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "runtime": self.runtime,
+            "launcher": self.launcher,
+            "nodes": list(self.nodes),
+            "master_addr": self.master_addr,
+            "commands": [
+                {"node": c.node, "purpose": c.purpose, "argv": list(c.argv)} for c in self.commands
+            ],
+        }
+
+    def text(self) -> str:
+        return "".join(
+            f"# {c.purpose} (on {c.node})\n{shlex.join(c.argv)}\n" for c in self.commands
+        )
+
+
+def launch_plan(
+    spec: Spec,
+    *,
+    image: str,
+    cluster_dir: str,
+    runtime: str | None = None,
+    launcher: str | None = None,
+    infiniband: bool = False,
+    aws_efa: bool = False,
+) -> LaunchPlan:
+    """The plan for spec's launch section, with runtime/launcher overrides."""
+    launch = spec.launch
+    runtime = runtime or launch.runtime
+    launcher = launcher or launch.launcher
+    if launcher not in SUPPORTED.get(runtime, ()):
+        pairs = [f"{r}+{name}" for r, names in SUPPORTED.items() for name in names]
+        raise UsageError(
+            f"launcher {launcher!r} with runtime {runtime!r} is not supported yet; "
+            f"supported: {', '.join(pairs)}"
+        )
+    if launcher == "deepspeed" and not spec.image.ssh.enabled:
+        raise UsageError("launcher deepspeed reaches the nodes over ssh: enable image.ssh")
+    nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
+    master = launch.master_addr or nodes[0]
+    if launcher == "deepspeed":
+        commands = _deepspeed(spec, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa)
+    else:
+        commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa)
+    return LaunchPlan(runtime, launcher, nodes, master, tuple(commands))
+
+
+def _deepspeed(
+    spec: Spec,
+    nodes: tuple[str, ...],
+    master: str,
+    image: str,
+    cluster_dir: str,
+    runtime: str,
+    infiniband: bool,
+    aws_efa: bool,
+) -> list[NodeCommand]:
+    inside = CLUSTER_DIR if runtime == "docker" else cluster_dir
+    launcher = deepspeed_argv(spec.launch, hostfile=f"{inside}/{HOSTFILE}", master_addr=master)
+    if runtime == "none":
+        env = ["env", f"DS_ENV_FILE={inside}/{DSENV}"]
+        return [NodeCommand(nodes[0], (*env, *launcher), "the launcher (pdsh reaches the rest)")]
+    start = docker_run_argv(
+        spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
+    )
+    commands = [
+        NodeCommand(node, tuple(start), "start the node's container (sshd)") for node in nodes
+    ]
+    exec_argv = ["docker", "exec", "--env", f"DS_ENV_FILE={inside}/{DSENV}"]
+    exec_argv += ["--workdir", spec.image.workdir, container_name(spec), *launcher]
+    commands.append(NodeCommand(nodes[0], tuple(exec_argv), "the launcher (pdsh reaches the rest)"))
+    return commands
+
+
+def _torchrun(
+    spec: Spec,
+    nodes: tuple[str, ...],
+    master: str,
+    image: str,
+    cluster_dir: str,
+    runtime: str,
+    infiniband: bool,
+    aws_efa: bool,
+) -> list[NodeCommand]:
+    launcher = torchrun_argv(spec.launch, nnodes=len(nodes), master_addr=master, rdzv_id=spec.name)
+    if runtime == "none":
+        return [
+            NodeCommand(node, tuple(launcher), "torchrun (the same on every node)")
+            for node in nodes
+        ]
+    start = docker_run_argv(
+        spec,
+        image=image,
+        cluster_dir=cluster_dir,
+        command=launcher,
+        infiniband=infiniband,
+        aws_efa=aws_efa,
+    )
+    return [NodeCommand(node, tuple(start), "the node's container runs torchrun") for node in nodes]

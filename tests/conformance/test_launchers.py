@@ -1,0 +1,93 @@
+"""Our launcher commands read back by DeepSpeed's and torch's own parsers, and every
+argument surviving one round of shell quoting (shlex.join, then a real bash)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder.launch.launchers import deepspeed_argv, torchrun_argv
+from builder.launch.plan import launch_plan
+from builder.loader import load_preset
+
+ARGS = ("--config", "my conf.json", "--name", "it's $HOME; `x`", "--emoji", "✓", "--nl", "a\nb")
+
+
+def launch_section() -> Any:
+    spec = load_preset("cpu-deepspeed").spec
+    return replace(spec.launch, script="train dir/train.py", args=ARGS, master_port=29511)
+
+
+def test_deepspeed_reads_what_we_meant(deepspeed_runner: Any) -> None:
+    argv = deepspeed_argv(
+        launch_section(), hostfile="/etc/builder/cluster/hostfile", master_addr="node1"
+    )
+    args = deepspeed_runner.parse_args(argv[1:])
+    assert args.hostfile == "/etc/builder/cluster/hostfile"
+    assert args.master_addr == "node1"
+    assert args.master_port == 29511
+    assert args.user_script == "train dir/train.py"
+    assert args.user_args == list(ARGS)
+    assert args.launcher == "pdsh"
+    assert args.ssh_port is None
+
+
+def test_deepspeed_ssh_port_when_asked(deepspeed_runner: Any) -> None:
+    argv = deepspeed_argv(launch_section(), hostfile="h", master_addr="n", ssh_port=2222)
+    assert deepspeed_runner.parse_args(argv[1:]).ssh_port == 2222
+
+
+def test_torchrun_c10d_reads_what_we_meant(torchrun_parser: Any) -> None:
+    argv = torchrun_argv(launch_section(), nnodes=3, master_addr="node1", rdzv_id="job-7")
+    args = torchrun_parser.parse_args(argv[1:])
+    assert (args.nnodes, args.nproc_per_node) == ("3", "2")
+    assert (args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id) == ("c10d", "node1:29511", "job-7")
+    assert args.training_script == "train dir/train.py"
+    assert args.training_script_args == list(ARGS)
+
+
+def test_torchrun_static_reads_what_we_meant(torchrun_parser: Any) -> None:
+    argv = torchrun_argv(launch_section(), nnodes=2, master_addr="n1", rdzv_id="x", node_rank=1)
+    args = torchrun_parser.parse_args(argv[1:])
+    assert (args.node_rank, args.master_addr, args.master_port) == (1, "n1", 29511)
+    assert args.rdzv_backend == "static"
+
+
+def test_the_planned_launcher_parses_too(deepspeed_runner: Any, torchrun_parser: Any) -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    plan = launch_plan(spec, image="img:1", cluster_dir="/c", runtime="docker")
+    exec_argv = list(plan.commands[-1].argv)
+    launcher = exec_argv[exec_argv.index("deepspeed") + 1 :]
+    assert deepspeed_runner.parse_args(launcher).hostfile == "/etc/builder/cluster/hostfile"
+    plan = launch_plan(spec, image="img:1", cluster_dir="/c", launcher="torchrun")
+    run = list(plan.commands[0].argv)
+    assert torchrun_parser.parse_args(run[run.index("torchrun") + 1 :]).nnodes == "2"
+
+
+arguments = st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\0")), max_size=5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(arguments)
+def test_any_argument_survives_display_quoting(args: list[str]) -> None:
+    argv = deepspeed_argv(
+        replace(launch_section(), args=tuple(args)), hostfile="h", master_addr="n"
+    )
+    shown = shlex.join(argv)
+    assert shlex.split(shown) == argv
+    # and a real shell given the displayed command passes the same argv on
+    out = subprocess.run(
+        ["bash", "-c", 'shift; printf "%s\\0" "$@"', "_", *shlex.split(shown)],
+        capture_output=True,
+        check=True,
+    ).stdout.decode("utf-8", "surrogateescape")
+    assert out.split("\0")[:-1] == argv[1:]
+    shell = subprocess.run(
+        ["bash", "-c", f'printf "%s\\0" {shown}'], capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    assert shell.split("\0")[:-1] == argv

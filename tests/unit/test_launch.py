@@ -1,0 +1,113 @@
+"""Run and launch commands (the real parsers that read them are in tests/conformance)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.errors import UsageError
+from builder.launch.docker_run import docker_run_argv
+from builder.launch.plan import launch_plan
+from builder.loader import load_preset
+from builder.spec import Mount
+
+
+def flags(preset: str, *, infiniband: bool = False, aws_efa: bool = False) -> list[str]:
+    spec = load_preset(preset).spec
+    return docker_run_argv(
+        spec, image="i:1", cluster_dir="/c", infiniband=infiniband, aws_efa=aws_efa
+    )
+
+
+def test_cuda_gets_gpus_host_ipc_and_ulimits() -> None:
+    argv = flags("cuda-deepspeed")
+    joined = " ".join(argv)
+    assert "--gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864" in joined
+    assert "--network host" in joined
+    assert "--volume /c:/etc/builder/cluster:ro" in joined
+    assert argv[-1] == "i:1"
+    assert "--device /dev/infiniband --cap-add IPC_LOCK" in " ".join(
+        flags("cuda-deepspeed", infiniband=True)
+    )
+
+
+def test_gaudi_gets_the_habana_runtime() -> None:
+    joined = " ".join(flags("gaudi-deepspeed", aws_efa=True))
+    assert "--runtime habana -e HABANA_VISIBLE_DEVICES=all" in joined
+    assert (
+        "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add sys_nice --ipc host" in joined
+    )
+    assert "--privileged" in joined
+
+
+def test_env_and_mounts_reach_docker_as_single_arguments() -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(
+        spec,
+        launch=replace(
+            spec.launch,
+            env={"A": "x y $z"},
+            mounts=(Mount("/data sets", "/data", read_only=True), Mount("/scratch", "/scratch")),
+        ),
+    )
+    argv = docker_run_argv(spec, image="i", cluster_dir=None)
+    assert argv[argv.index("A=x y $z") - 1] == "--env"
+    assert "/data sets:/data:ro" in argv
+    assert "/scratch:/scratch" in argv
+    bad = replace(spec, launch=replace(spec.launch, mounts=(Mount("/a:b", "/x"),)))
+    with pytest.raises(UsageError, match="holds ':'"):
+        docker_run_argv(bad, image="i", cluster_dir=None)
+
+
+def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
+    plan = launch_plan(load_preset("cpu-deepspeed").spec, image="i:1", cluster_dir="/c")
+    assert [c.node for c in plan.commands] == ["node1", "node2", "node1"]
+    exec_argv = plan.commands[-1].argv
+    assert exec_argv[:4] == (
+        "docker",
+        "exec",
+        "--env",
+        "DS_ENV_FILE=/etc/builder/cluster/.deepspeed_env",
+    )
+    assert plan.master_addr == "node1"
+
+
+def test_torchrun_plan_runs_the_same_command_everywhere() -> None:
+    plan = launch_plan(load_preset("cuda-torchrun").spec, image="i:1", cluster_dir="/c")
+    assert len({c.argv for c in plan.commands}) == 1
+    assert len(plan.commands) == 2
+
+
+def test_runtime_none_runs_the_launchers_on_the_nodes() -> None:
+    plan = launch_plan(
+        load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
+    )
+    (only,) = plan.commands
+    assert only.argv[:2] == ("env", "DS_ENV_FILE=/c/.deepspeed_env")
+    assert "--hostfile" in only.argv
+
+
+def test_what_cannot_work_is_an_error() -> None:
+    with pytest.raises(UsageError, match="reaches the nodes over ssh"):
+        launch_plan(
+            load_preset("cuda-torchrun").spec, image="i", cluster_dir="/c", launcher="deepspeed"
+        )
+    with pytest.raises(UsageError, match="not supported yet"):
+        launch_plan(
+            load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="apptainer"
+        )
+
+
+def test_cli_json_is_the_plan() -> None:
+    import json
+
+    result = CliRunner().invoke(
+        app, ["launch", "--preset", "cpu-deepspeed", "--json", "--cluster-dir", "/c"]
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["launcher"] == "deepspeed"
+    assert data["commands"][0]["argv"][:2] == ["docker", "run"]
