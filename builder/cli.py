@@ -413,7 +413,7 @@ def launch(
     ] = Path("cluster"),
     runtime: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--runtime", help="docker or none (default: the spec's)."),
+        typer.Option("--runtime", help="docker, apptainer, singularity or none."),
     ] = None,
     launcher: Annotated[
         Optional[str],  # noqa: UP045
@@ -442,6 +442,27 @@ def launch(
         aws_efa=aws_efa,
     )
     typer.echo(json.dumps(plan.as_data(), indent=2) if as_json else plan.text(), nl=as_json)
+
+
+@app.command()
+def sif(
+    image: Annotated[str, typer.Argument(help="name:tag of an image in the local engine.")],
+    output: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--output", "-o", help="SIF file (default: NAME-TAG.sif)."),
+    ] = None,
+    program: Annotated[
+        str, typer.Option("--program", help="apptainer or singularity.")
+    ] = "apptainer",
+    as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
+) -> None:
+    """Print the command that builds a SIF from an image of the local Docker engine."""
+    import shlex
+
+    from builder.launch.apptainer import sif_build_argv
+
+    argv = sif_build_argv(image, output=output, program=program)
+    typer.echo(json.dumps(argv) if as_json else shlex.join(argv))
 
 
 @app.command()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
+from builder.launch.apptainer import PROGRAMS, exec_argv, sif_name
 from builder.launch.docker_run import container_name, docker_run_argv
 from builder.launch.launchers import deepspeed_argv, torchrun_argv
 from builder.rootfs import CLUSTER_DIR
@@ -24,7 +25,12 @@ if TYPE_CHECKING:
 
 HOSTFILE = "hostfile"
 DSENV = ".deepspeed_env"
-SUPPORTED = {"docker": ("deepspeed", "torchrun"), "none": ("deepspeed", "torchrun")}
+SUPPORTED = {
+    "docker": ("deepspeed", "torchrun"),
+    "none": ("deepspeed", "torchrun"),
+    "apptainer": ("torchrun",),
+    "singularity": ("torchrun",),
+}
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,11 @@ def _torchrun(
     aws_efa: bool,
 ) -> list[NodeCommand]:
     launcher = torchrun_argv(spec.launch, nnodes=len(nodes), master_addr=master, rdzv_id=spec.name)
+    if runtime in PROGRAMS:
+        run = exec_argv(
+            spec, sif=sif_name(image), command=launcher, cluster_dir=cluster_dir, program=runtime
+        )
+        return [NodeCommand(node, tuple(run), f"torchrun in {runtime}") for node in nodes]
     if runtime == "none":
         return [
             NodeCommand(node, tuple(launcher), "torchrun (the same on every node)")

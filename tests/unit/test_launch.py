@@ -111,3 +111,33 @@ def test_cli_json_is_the_plan() -> None:
     data = json.loads(result.stdout)
     assert data["launcher"] == "deepspeed"
     assert data["commands"][0]["argv"][:2] == ["docker", "run"]
+
+
+def test_sif_from_the_local_daemon_needs_a_tag() -> None:
+    from builder.launch.apptainer import sif_build_argv
+
+    assert sif_build_argv("team/train:1.0") == [
+        "apptainer",
+        "build",
+        "train-1.0.sif",
+        "docker-daemon://team/train:1.0",
+    ]
+    assert sif_build_argv("localhost:5000/t:2", program="singularity")[0] == "singularity"
+    with pytest.raises(UsageError, match="has no tag"):
+        sif_build_argv("localhost:5000/t")
+    with pytest.raises(UsageError, match="has no tag"):
+        sif_build_argv("team/train")
+
+
+def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="apptainer")
+    argv = list(plan.commands[0].argv)
+    assert argv[0] == "env"
+    assert "APPTAINERENV_NCCL_SOCKET_IFNAME=^docker0,lo" in argv
+    run = argv[argv.index("apptainer") :]
+    assert run[:4] == ["apptainer", "exec", "--cleanenv", "--nv"]
+    assert run[run.index("--bind") + 1] == "/c:/etc/builder/cluster:ro"
+    assert run[run.index("torchrun") - 1] == "t-1.sif"
+    singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
+    assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.commands[0].argv
