@@ -258,5 +258,6 @@ def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError
     return BuildError(
         f"build of {reference} failed {where}\n{error}.{hint}\n"
         f"last lines:\n{tail or '    (none)'}\n"
-        f"full log: {log}; no tag was moved."
+        f"full log: {log}; no tag was moved.",
+        created=tuple(run.created),
     )

@@ -78,6 +78,11 @@ class BuildError(BuilderError):
 
     exit_code = 11
 
+    def __init__(self, message: str, created: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.created = created
+        """Images the failed build made before it stopped (its caller may remove them)."""
+
 
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""

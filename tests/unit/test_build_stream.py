@@ -82,6 +82,7 @@ def test_an_error_names_the_step_keeps_the_log_and_tags_nothing() -> None:
     assert "    E: no such package" in message
     log = message.split("full log: ")[1].split(";", maxsplit=1)[0]
     assert "Step 3/3 : RUN pip install x" in Path(log).read_text()
+    assert info.value.created == ()  # step 3 failed before leaving an image
     assert engine.tags == []
 
 
