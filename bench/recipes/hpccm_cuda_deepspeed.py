@@ -28,6 +28,8 @@ BUILD_TOOLS = ["setuptools==80.9.0", "wheel==0.45.1"]
 SSH_PORT = 3022
 WORKDIR = "/workspace"
 VENV = "/opt/venv"
+TORCH_DIR = "/opt/torch"
+PURELIB = VENV + "/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
 PIP = f"{VENV}/bin/pip"
 APT = [
     "ca-certificates",
@@ -80,11 +82,14 @@ Stage0 += os_packages
 Stage0 += baseimage(image="system", _as="python", _distro=DISTRO)
 Stage0 += comment("the virtual environment")
 Stage0 += shell(commands=[f"python3 -m venv {VENV}"])
-Stage0 += pip(
-    pip=PIP,
-    ospackages=[],
-    packages=[f"torch=={TORCH}"],
-    install_args=["--index-url", TORCH_INDEX],
+Stage0 += comment(f"torch {TORCH} and its dependencies, in their own layer")
+Stage0 += shell(
+    commands=[
+        f"{PIP} install --no-cache-dir --target {TORCH_DIR} "
+        f"--index-url {TORCH_INDEX} torch=={TORCH}",
+        f"rm -rf {TORCH_DIR}/torch/test",
+        f'echo {TORCH_DIR} > "$({PURELIB})/torch-layer.pth"',
+    ]
 )
 Stage0 += comment(f"DeepSpeed {DEEPSPEED} (ops are built just in time, not here)")
 Stage0 += shell(
@@ -99,12 +104,13 @@ Stage1 += baseimage(image="system", _distro=DISTRO)
 Stage1 += copy(src="rootfs/", dest="/")
 Stage1 += environment(
     variables={
-        "PATH": f'"{VENV}/bin:$PATH"',
+        "PATH": f'"{VENV}/bin:{TORCH_DIR}/bin:$PATH"',
         "PIP_DISABLE_PIP_VERSION_CHECK": _quoted("1"),
         "PYTHONUNBUFFERED": _quoted("1"),
         "VIRTUAL_ENV": _quoted(VENV),
     }
 )
+Stage1 += copy(_from="python", src=TORCH_DIR, dest=TORCH_DIR)
 Stage1 += copy(_from="python", src=VENV, dest=VENV)
 Stage1 += workdir(directory=WORKDIR)
 Stage1 += raw(docker=f"EXPOSE {SSH_PORT}")
