@@ -445,6 +445,43 @@ def launch(
 
 
 @app.command()
+def bundle(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")] = Path(
+        "cluster"
+    ),
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Image to run (default: the spec's name:tag)."),
+    ] = None,
+    runtime: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--runtime", help="docker, apptainer, singularity or none."),
+    ] = None,
+    launcher: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--launcher", help="deepspeed or torchrun (default: the spec's)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
+    from builder.launch.bundle import write_bundle
+
+    stack = _stack(spec, preset)
+    image_spec = stack.spec.image
+    for path in write_bundle(
+        stack.spec,
+        output,
+        image=image or f"{image_spec.name}:{image_spec.tag}",
+        force=force,
+        runtime=runtime,
+        launcher=launcher,
+    ):
+        typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
 def sif(
     image: Annotated[str, typer.Argument(help="name:tag of an image in the local engine.")],
     output: Annotated[

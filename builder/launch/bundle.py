@@ -1,0 +1,106 @@
+"""`builder bundle`: one folder with everything a run needs, and a README saying how.
+
+keys (made once, kept on later bundles), hostfile, .deepspeed_env, the launch
+commands as a script, the plan as JSON. The folder is what `builder launch`
+mounts read-only at /etc/builder/cluster on every node.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING
+
+from builder.cluster.dsenv import dsenv_for
+from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
+from builder.cluster.keys import PRIVATE, make_keys
+from builder.context import OutputFile
+from builder.launch.plan import DSENV, HOSTFILE, NodeCommand, launch_plan
+from builder.output import write_files
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.spec import Spec
+
+
+def write_bundle(
+    spec: Spec,
+    directory: Path,
+    *,
+    image: str,
+    force: bool,
+    runtime: str | None = None,
+    launcher: str | None = None,
+) -> list[Path]:
+    """Write the bundle; an existing key is kept (a new one would lock out running nodes)."""
+    plan = launch_plan(
+        spec, image=image, cluster_dir=str(directory.resolve()), runtime=runtime, launcher=launcher
+    )
+    files = [
+        OutputFile(
+            HOSTFILE, 0o644, hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
+        ),
+        OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
+        OutputFile("launch.sh", 0o755, _script(plan.commands)),
+        OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
+        OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
+    ]
+    written = write_files(files, directory, force=force)
+    if not (directory / PRIVATE).exists():
+        written += make_keys(directory, port=spec.image.ssh.port, comment=f"builder-{spec.name}")
+    return written
+
+
+def _script(commands: tuple[NodeCommand, ...]) -> str:
+    """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run."""
+    starts: dict[str, list[NodeCommand]] = {}
+    launchers: list[NodeCommand] = []
+    for command in commands:
+        if command.purpose.startswith("the launcher"):
+            launchers.append(command)
+        else:
+            starts.setdefault(command.node, []).append(command)
+    names = " | ".join([*starts, *(["launch"] if launchers else [])])
+    lines = [
+        "#!/bin/sh",
+        "# Run on each node with its name; then, once every node is up, the launcher.",
+        f"# usage: sh launch.sh {{{names}}}   (written by builder; plan.json has the argv)",
+        "set -eu",
+        'case "${1:-}" in',
+    ]
+    for node, node_commands in starts.items():
+        lines.append(f"{shlex.quote(node)})")
+        lines += [f"    {shlex.join(c.argv)}" for c in node_commands]
+        lines.append("    ;;")
+    if launchers:
+        lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
+        lines += [f"    {shlex.join(c.argv)}" for c in launchers]
+        lines.append("    ;;")
+    lines += [
+        "*)",
+        f'    echo "usage: sh launch.sh {{{names}}}" >&2',
+        "    exit 2",
+        "    ;;",
+        "esac",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _readme(spec: Spec, image: str, launcher: str, runtime: str) -> str:
+    nodes = ", ".join(spec.launch.nodes)
+    return f"""# Cluster bundle: {spec.name}
+
+Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots} slot(s) each.
+
+- `id_ed25519`, `id_ed25519.pub`, `authorized_keys`: this cluster's key pair
+  (kept when the bundle is written again). Copy this folder to every node, at
+  the same path; containers mount it read-only at /etc/builder/cluster.
+- `ssh_config`: `ssh -F ssh_config NODE` reaches a node's container.
+- `hostfile`: `host slots=N` lines in node-rank order (DeepSpeed, mpirun).
+- `.deepspeed_env`: what DeepSpeed's pdsh launcher exports on every node.
+- `launch.sh`: on each node `sh launch.sh NODE` starts what that node runs;
+  for deepspeed, `sh launch.sh launch` on the first node then starts the run
+  (`plan.json` holds the same commands as argv lists, for scripts).
+"""
