@@ -369,7 +369,12 @@ def _check_common(spec: Spec) -> list[tuple[str, str]]:
     if launch.launcher == "gaudi_spawn" and image.accelerator is not Accelerator.gaudi:
         problems.append(("launch.launcher", "gaudi_spawn is for accelerator: gaudi"))
     if launch.launcher == "mpirun" and not image.openmpi:
-        problems.append(("launch.launcher", "mpirun needs OpenMPI: set image.openmpi: true"))
+        problems.append(
+            (
+                "launch.launcher",
+                "launcher mpirun needs OpenMPI in the image: set image.openmpi: true",
+            )
+        )
     return problems
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck,
-# Slurm's scontrol, pdsh)
+# Slurm's scontrol, pdsh, OpenMPI's mpirun)
 # when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
 set -euo pipefail
 
@@ -10,6 +10,7 @@ command -v ssh >/dev/null || missing+=(openssh-client)
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v scontrol >/dev/null || missing+=(slurm-client)  # Slurm's own node-list expansion
 command -v pdsh >/dev/null || missing+=(pdsh)  # what carries .deepspeed_env to the nodes
+command -v mpirun >/dev/null || missing+=(openmpi-bin)  # reads our hostfiles and -x values
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -57,7 +57,7 @@ def _script(commands: tuple[NodeCommand, ...]) -> str:
     starts: dict[str, list[NodeCommand]] = {}
     launchers: list[NodeCommand] = []
     for command in commands:
-        if command.purpose.startswith("the launcher"):
+        if command.purpose.startswith("the launcher"):  # deepspeed, mpirun
             launchers.append(command)
         else:
             starts.setdefault(command.node, []).append(command)

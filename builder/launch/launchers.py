@@ -48,3 +48,22 @@ def torchrun_argv(
         argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
         argv += ["--master-port", str(launch.master_port)]
     return [*argv, launch.script, *launch.args]
+
+
+def mpirun_argv(
+    launch: LaunchSpec, *, hostfile: str, nnodes: int, master_addr: str, as_root: bool
+) -> list[str]:
+    """OpenMPI's `mpirun`: one rank per slot, the run's environment with `-x NAME=value`.
+
+    `-x` carries each value as it is (no shell on the way). The ranks learn
+    their place from OMPI_COMM_WORLD_* (DeepSpeed's init_distributed reads
+    them); MASTER_ADDR/PORT are exported for torch.distributed's env://.
+    """
+    argv = ["mpirun", "--hostfile", hostfile, "-np", str(nnodes * launch.slots)]
+    argv += ["--map-by", f"ppr:{launch.slots}:node", "--bind-to", "none"]
+    if as_root:
+        argv.append("--allow-run-as-root")
+    env = {"MASTER_ADDR": master_addr, "MASTER_PORT": str(launch.master_port), **launch.env}
+    for key, value in sorted(env.items()):
+        argv += ["-x", f"{key}={value}"]
+    return [*argv, "python", "-u", launch.script, *launch.args]

@@ -17,7 +17,7 @@ from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
 from builder.launch.apptainer import PROGRAMS, exec_argv, sif_name
 from builder.launch.docker_run import container_name, docker_run_argv
-from builder.launch.launchers import deepspeed_argv, torchrun_argv
+from builder.launch.launchers import deepspeed_argv, mpirun_argv, torchrun_argv
 from builder.rootfs import CLUSTER_DIR
 
 if TYPE_CHECKING:
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 HOSTFILE = "hostfile"
 DSENV = ".deepspeed_env"
 SUPPORTED = {
-    "docker": ("deepspeed", "torchrun"),
-    "none": ("deepspeed", "torchrun"),
+    "docker": ("deepspeed", "torchrun", "mpirun"),
+    "none": ("deepspeed", "torchrun", "mpirun"),
     "apptainer": ("torchrun",),
     "singularity": ("torchrun",),
 }
@@ -89,19 +89,24 @@ def launch_plan(
             f"launcher {launcher!r} with runtime {runtime!r} is not supported yet; "
             f"supported: {', '.join(pairs)}"
         )
-    if launcher == "deepspeed" and not spec.image.ssh.enabled:
-        raise UsageError("launcher deepspeed reaches the nodes over ssh: enable image.ssh")
+    if launcher == "mpirun" and not spec.image.openmpi:
+        raise UsageError("launcher mpirun needs OpenMPI in the image: set image.openmpi: true")
+    if launcher in ("deepspeed", "mpirun") and not spec.image.ssh.enabled:
+        raise UsageError(f"launcher {launcher} reaches the nodes over ssh: enable image.ssh")
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
-    if launcher == "deepspeed":
-        commands = _deepspeed(spec, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa)
+    if launcher in ("deepspeed", "mpirun"):
+        commands = _over_ssh(
+            spec, launcher, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa
+        )
     else:
         commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa)
     return LaunchPlan(runtime, launcher, nodes, master, tuple(commands))
 
 
-def _deepspeed(
+def _over_ssh(
     spec: Spec,
+    launcher: str,
     nodes: tuple[str, ...],
     master: str,
     image: str,
@@ -110,20 +115,34 @@ def _deepspeed(
     infiniband: bool,
     aws_efa: bool,
 ) -> list[NodeCommand]:
+    """deepspeed or mpirun: containers with sshd on every node, the launcher on the first."""
     inside = CLUSTER_DIR if runtime == "docker" else cluster_dir
-    launcher = deepspeed_argv(spec.launch, hostfile=f"{inside}/{HOSTFILE}", master_addr=master)
+    hostfile = f"{inside}/{HOSTFILE}"
+    env: list[str] = []
+    if launcher == "mpirun":
+        argv = mpirun_argv(
+            spec.launch,
+            hostfile=hostfile,
+            nnodes=len(nodes),
+            master_addr=master,
+            as_root=spec.image.user.name == "root",
+        )
+    else:
+        argv = deepspeed_argv(spec.launch, hostfile=hostfile, master_addr=master)
+        env = [f"DS_ENV_FILE={inside}/{DSENV}"]
+    purpose = f"the launcher ({'pdsh' if launcher == 'deepspeed' else 'mpirun'} reaches the rest)"
     if runtime == "none":
-        env = ["env", f"DS_ENV_FILE={inside}/{DSENV}"]
-        return [NodeCommand(nodes[0], (*env, *launcher), "the launcher (pdsh reaches the rest)")]
+        prefix = ["env", *env] if env else []
+        return [NodeCommand(nodes[0], (*prefix, *argv), purpose)]
     start = docker_run_argv(
         spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
     )
     commands = [
         NodeCommand(node, tuple(start), "start the node's container (sshd)") for node in nodes
     ]
-    exec_argv = ["docker", "exec", "--env", f"DS_ENV_FILE={inside}/{DSENV}"]
-    exec_argv += ["--workdir", spec.image.workdir, container_name(spec), *launcher]
-    commands.append(NodeCommand(nodes[0], tuple(exec_argv), "the launcher (pdsh reaches the rest)"))
+    exec_argv = ["docker", "exec", *(arg for e in env for arg in ("--env", e))]
+    exec_argv += ["--workdir", spec.image.workdir, container_name(spec), *argv]
+    commands.append(NodeCommand(nodes[0], tuple(exec_argv), purpose))
     return commands
 
 

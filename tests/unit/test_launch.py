@@ -141,3 +141,16 @@ def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     assert run[run.index("torchrun") - 1] == "t-1.sif"
     singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
     assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.commands[0].argv
+
+
+def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    with pytest.raises(UsageError, match="needs OpenMPI in the image"):
+        launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
+    spec = replace(spec, image=replace(spec.image, openmpi=True))
+    plan = launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
+    argv = plan.commands[-1].argv
+    assert argv[:4] == ("docker", "exec", "--workdir", "/workspace")
+    assert "--allow-run-as-root" in argv
+    assert argv[argv.index("-np") + 1] == "4"
+    assert "MASTER_ADDR=node1" in argv
