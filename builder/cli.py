@@ -482,6 +482,42 @@ def bundle(
 
 
 @app.command()
+def slurm(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Image to run (default: the spec's name:tag)."),
+    ] = None,
+    cluster_dir: Annotated[
+        Path, typer.Option("--cluster-dir", help="The cluster folder, as the nodes see it.")
+    ] = Path("cluster"),
+    runtime: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--runtime", help="apptainer, singularity, docker or none."),
+    ] = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="File to write (default: print)."),
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write the sbatch script: one task per node, each running torchrun in the runtime."""
+    from builder.launch.slurm import sbatch_script
+
+    stack = _stack(spec, preset)
+    image_spec = stack.spec.image
+    text = sbatch_script(
+        stack.spec,
+        image=image or f"{image_spec.name}:{image_spec.tag}",
+        cluster_dir=str(cluster_dir.resolve()),
+        source=stack.source,
+        runtime=runtime,
+    )
+    _print_or_write(text, output, force=force)
+
+
+@app.command()
 def sif(
     image: Annotated[str, typer.Argument(help="name:tag of an image in the local engine.")],
     output: Annotated[

@@ -166,6 +166,7 @@ class Engine:
         environment: dict[str, str] | None = None,
         network: str | None = None,
         command: list[str] | None = None,
+        init: bool = False,
     ) -> str:
         """Start a detached container (hostname = name); mounts map host path -> (path, mode)."""
         from docker.errors import APIError
@@ -183,6 +184,7 @@ class Engine:
                 volumes=volumes,
                 environment=environment or {},
                 network=network,
+                init=init,
             )
         except APIError as exc:
             raise BuildError(f"cannot start {name} from {image}: {_reason(exc)}") from None
@@ -203,6 +205,16 @@ class Engine:
 
         with contextlib.suppress(NotFound):
             self._client.containers.get(container).remove(force=True)
+
+    def create_network(self, name: str) -> None:
+        """A user-defined bridge network: its containers resolve each other by name."""
+        self._client.networks.create(name, driver="bridge")
+
+    def remove_network(self, name: str) -> None:
+        from docker.errors import NotFound
+
+        with contextlib.suppress(NotFound):
+            self._client.networks.get(name).remove()
 
     def containers(self) -> list[tuple[str, str]]:
         """(id, command) of every container, running or not."""

@@ -1,0 +1,97 @@
+"""The sbatch script's shape per runtime (a real Slurm runs it in tests/integration)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.errors import UsageError
+from builder.launch.slurm import sbatch_script
+from builder.loader import load_preset
+from builder.spec import Slurm
+from tests.conftest import real_tool
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def script(preset: str = "cuda-torchrun", **launch: object) -> str:
+    spec = load_preset(preset).spec
+    spec = replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
+    return sbatch_script(spec, image="team/t:1", cluster_dir="/shared/c", source="s", runtime=None)
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity", "docker", "none"])
+def test_every_runtime_passes_shellcheck(runtime: str, tmp_path: Path) -> None:
+    path = tmp_path / "job.sbatch"
+    path.write_text(script(runtime=runtime, args=("--name", "it's $x")))
+    subprocess.run([real_tool("shellcheck"), str(path)], check=True)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+def test_options_from_the_spec() -> None:
+    text = script(
+        slurm=Slurm(
+            partition="gpu",
+            account="ml",
+            time="02:00:00",
+            cpus_per_task=16,
+            extra={"exclusive": ""},
+        )
+    )
+    options = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert options == [
+        "#SBATCH --job-name=cuda-torchrun",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --cpus-per-task=16",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=ml",
+        "#SBATCH --time=02:00:00",
+        "#SBATCH --output=%x-%j.out",
+        "#SBATCH --exclusive",
+    ]
+
+
+def test_apptainer_reinjects_the_environment_and_uses_the_sif() -> None:
+    text = script(runtime="apptainer")
+    assert "export APPTAINERENV_NCCL_SOCKET_IFNAME='^docker0,lo'" in text
+    assert (
+        "apptainer exec --cleanenv --nv --bind /shared/c:/etc/builder/cluster:ro t-1.sif torchrun"
+        in text
+    )
+    assert '--rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$SLURM_JOB_ID"' in text
+
+
+def test_docker_runs_in_the_foreground_and_removes_the_container() -> None:
+    text = script(runtime="docker")
+    run_line = text.splitlines()[-1]
+    assert run_line.strip().startswith("docker run --rm --network host --gpus all")
+    assert "--detach" not in run_line
+
+
+def test_exported_values_survive_the_batch_shell(tmp_path: Path) -> None:
+    text = script(runtime="none", env={"V": "a b $c 'd' \"e\""})
+    exports = "\n".join(line for line in text.splitlines() if line.startswith("export V="))
+    out = subprocess.run(
+        ["bash", "-c", f'{exports}; printf %s "$V"'], capture_output=True, text=True, check=True
+    )
+    assert out.stdout == "a b $c 'd' \"e\""
+
+
+def test_deepspeed_is_refused_for_now() -> None:
+    with pytest.raises(UsageError, match=r"set launch\.launcher: torchrun"):
+        script("cpu-deepspeed")
+
+
+def test_cli(tmp_path: Path) -> None:
+    target = tmp_path / "job.sbatch"
+    result = CliRunner().invoke(app, ["slurm", "--preset", "cuda-torchrun", "-o", str(target)])
+    assert result.exit_code == 0, result.stderr
+    assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=cuda-torchrun\n")
