@@ -1,0 +1,74 @@
+"""Every emitted command carries any value once-quoted: random environment values,
+paths and script arguments come back unchanged from a real bash given the command
+as displayed (shlex.join), for every runtime and launcher; and the Slurm script's
+exports give the values back in the batch shell."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder.launch.plan import SUPPORTED, launch_plan
+from builder.launch.slurm import sbatch_script
+from builder.loader import load_preset
+from builder.spec import Mount
+
+text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
+env_values = text.filter(lambda v: "\n" not in v and "\r" not in v)
+names = st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True)
+paths = st.from_regex(r"/[a-z ]{1,8}(/[a-zé $']{1,8})?", fullmatch=True)
+
+
+def shell_argv(argv: tuple[str, ...]) -> list[str]:
+    """What a real bash passes on when it runs the displayed command."""
+    out = subprocess.run(
+        ["bash", "-c", f'printf "%s\\0" {shlex.join(argv)}'], capture_output=True, check=True
+    ).stdout
+    return out.decode("utf-8", "surrogateescape").split("\0")[:-1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.dictionaries(names, env_values, max_size=3),
+    st.lists(text, max_size=3),
+    paths,
+)
+def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], data: str) -> None:
+    base = load_preset("cpu-deepspeed").spec
+    spec = replace(
+        base,
+        image=replace(base.image, openmpi=True),
+        launch=replace(
+            base.launch,
+            env=env,
+            args=tuple(args),
+            script="my train.py",
+            mounts=(Mount(data, "/data", read_only=True),),
+        ),
+    )
+    for runtime, launchers in SUPPORTED.items():
+        for launcher in launchers:
+            plan = launch_plan(
+                spec, image="team/t:1", cluster_dir="/c d", runtime=runtime, launcher=launcher
+            )
+            for command in plan.commands:
+                assert shell_argv(command.argv) == list(command.argv), (runtime, launcher)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(names, env_values, min_size=1, max_size=3))
+def test_slurm_exports_give_the_values_back(env: dict[str, str]) -> None:
+    base = load_preset("cuda-torchrun").spec
+    spec = replace(base, launch=replace(base.launch, env=env))
+    script = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="none")
+    # bash reads lines at "\n" only (str.splitlines would also split at \x1e and kin)
+    exports = "\n".join(line for line in script.split("\n") if line.startswith("export "))
+    show = "".join(f'printf "%s\\0" "${name}"; ' for name in env)
+    out = subprocess.run(
+        ["bash", "-c", f"{exports}\n{show}"], capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    assert dict(zip(env, out.split("\0")[:-1], strict=True)) == env
