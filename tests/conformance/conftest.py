@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -40,27 +40,27 @@ def scontrol(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[s
     return expand
 
 
-@pytest.fixture(scope="session")
-def deepspeed_runner() -> object:
-    """deepspeed.launcher.runner, the module behind the `deepspeed` command."""
+def _required(module: str, name: str) -> object:
+    """import module and return name from it, or fail/skip saying `make conformance`."""
+    import importlib
+
     try:
-        from deepspeed.launcher import runner
+        return getattr(importlib.import_module(module), name)
     except ImportError as exc:
-        message = f"DeepSpeed is not installed in the test venv ({exc}): run `make conformance`"
+        message = f"{module} is not installed in the test venv ({exc}): run `make conformance`"
         if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    return runner
+
+
+@pytest.fixture(scope="session")
+def deepspeed_runner() -> object:
+    """deepspeed.launcher.runner, the module behind the `deepspeed` command."""
+    return _required("deepspeed.launcher", "runner")
 
 
 @pytest.fixture(scope="session")
 def torchrun_parser() -> object:
     """torch.distributed.run's own argument parser (what `torchrun` runs)."""
-    try:
-        from torch.distributed.run import get_args_parser
-    except ImportError as exc:
-        message = f"torch is not installed in the test venv ({exc}): run `make conformance`"
-        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    get_args_parser: Any = _required("torch.distributed.run", "get_args_parser")
     return get_args_parser()

@@ -1,0 +1,217 @@
+"""Commands about running on a cluster: keys, hostfile, dsenv, launch, bundle, slurm, sif."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from builder.cli import app
+from builder.cli.options import (
+    ForceOpt,
+    ImageOpt,
+    JsonOpt,
+    LauncherOpt,
+    OutputFileOpt,
+    PresetOpt,
+    RuntimeOpt,
+    SpecArg,
+    image_ref,
+    print_or_write,
+    stack_of,
+)
+
+
+@app.command()
+def hostfile(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    nodes: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--nodes", "-n", help="Host names or Slurm node lists; repeatable."),
+    ] = None,
+    slots: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--slots", "-s", help="Processes per node (default: the spec's or 1)."),
+    ] = None,
+    from_slurm: Annotated[
+        bool, typer.Option("--from-slurm", help="The nodes of the Slurm job this runs in.")
+    ] = False,
+    output: OutputFileOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write a DeepSpeed/mpirun hostfile (`host slots=N` lines, node-rank order)."""
+    import os
+
+    from builder.cluster.hostfile import choose_hosts, hostfile_text
+
+    launch = stack_of(spec, preset).spec.launch if (spec or preset) else None
+    hosts = choose_hosts(
+        spec_nodes=launch.nodes if launch else None,
+        spec_slots=launch.slots if launch else None,
+        nodes=nodes or [],
+        slots=slots,
+        from_slurm=from_slurm,
+        env=os.environ,
+    )
+    print_or_write(hostfile_text(hosts), output, force=force)
+
+
+@app.command()
+def keys(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for the key pair (made 0700).")
+    ] = Path("cluster"),
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing key (locks out old nodes).")
+    ] = False,
+) -> None:
+    """Make the cluster's ed25519 key pair, authorized_keys and an ssh_config."""
+    from builder.cluster.keys import make_keys
+
+    stack = stack_of(spec, preset) if (spec or preset) else None
+    port = stack.spec.image.ssh.port if stack else 3022
+    name = stack.spec.name if stack else "cluster"
+    for path in make_keys(output, port=port, comment=f"builder-{name}", force=force):
+        typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
+def dsenv(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    set_: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--set", help="NAME=VALUE to add or override; repeatable."),
+    ] = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Read Gaudi runtime values from this image's ENV."),
+    ] = None,
+    output: OutputFileOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
+    from builder.cluster.dsenv import dsenv_for, parse_assignments
+
+    stack = stack_of(spec, preset)
+    extra = parse_assignments(set_ or [], "--set")
+    image_env = None
+    if image is not None:
+        from builder.engine import Engine
+
+        pairs = (item.partition("=") for item in Engine.connect().image(image).env)
+        image_env = {key: value for key, _, value in pairs}
+    print_or_write(dsenv_for(stack.spec, extra, image_env), output, force=force)
+
+
+@app.command()
+def launch(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    cluster_dir: Annotated[
+        Path, typer.Option("--cluster-dir", help="Folder with keys, hostfile, .deepspeed_env.")
+    ] = Path("cluster"),
+    runtime: RuntimeOpt = None,
+    launcher: LauncherOpt = None,
+    infiniband: Annotated[
+        bool, typer.Option("--infiniband", help="Pass /dev/infiniband and IPC_LOCK.")
+    ] = False,
+    aws_efa: Annotated[
+        bool, typer.Option("--aws-efa", help="Gaudi on AWS DL1: privileged, for EFA.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the per-node container commands and the launcher command."""
+    from builder.launch.plan import launch_plan
+
+    stack = stack_of(spec, preset)
+    plan = launch_plan(
+        stack.spec,
+        image=image_ref(stack, image),
+        cluster_dir=str(cluster_dir.resolve()),
+        runtime=runtime,
+        launcher=launcher,
+        infiniband=infiniband,
+        aws_efa=aws_efa,
+    )
+    typer.echo(json.dumps(plan.as_data(), indent=2) if as_json else plan.text(), nl=as_json)
+
+
+@app.command()
+def bundle(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")] = Path(
+        "cluster"
+    ),
+    image: ImageOpt = None,
+    runtime: RuntimeOpt = None,
+    launcher: LauncherOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
+    from builder.launch.bundle import write_bundle
+
+    stack = stack_of(spec, preset)
+    for path in write_bundle(
+        stack.spec,
+        output,
+        image=image_ref(stack, image),
+        force=force,
+        runtime=runtime,
+        launcher=launcher,
+    ):
+        typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
+def slurm(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    cluster_dir: Annotated[
+        Path, typer.Option("--cluster-dir", help="The cluster folder, as the nodes see it.")
+    ] = Path("cluster"),
+    runtime: RuntimeOpt = None,
+    output: OutputFileOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write the sbatch script: one task per node, each running torchrun in the runtime."""
+    from builder.launch.slurm import sbatch_script
+
+    stack = stack_of(spec, preset)
+    text = sbatch_script(
+        stack.spec,
+        image=image_ref(stack, image),
+        cluster_dir=str(cluster_dir.resolve()),
+        source=stack.source,
+        runtime=runtime,
+    )
+    print_or_write(text, output, force=force)
+
+
+@app.command()
+def sif(
+    image: Annotated[str, typer.Argument(help="name:tag of an image in the local engine.")],
+    output: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--output", "-o", help="SIF file (default: NAME-TAG.sif)."),
+    ] = None,
+    program: Annotated[
+        str, typer.Option("--program", help="apptainer or singularity.")
+    ] = "apptainer",
+    as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
+) -> None:
+    """Print the command that builds a SIF from an image of the local Docker engine."""
+    import shlex
+
+    from builder.launch.apptainer import sif_build_argv
+
+    argv = sif_build_argv(image, output=output, program=program)
+    typer.echo(json.dumps(argv) if as_json else shlex.join(argv))

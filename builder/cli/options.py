@@ -1,0 +1,159 @@
+"""What the commands share: option types, loading the stack, printing or writing.
+
+Light on purpose: everything here loads with `builder --help`; the library
+modules a command needs are imported inside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+SpecArg = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
+    typer.Argument(help="stack.yaml to use (or --preset).", show_default=False),
+]
+PresetOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--preset", "-p", help="Use a built-in preset instead of a spec file."),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace files that already exist.")]
+FormatOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--format",
+        "-f",
+        help="docker, apptainer or all (default: all with -o, docker without).",
+        show_default=False,
+    ),
+]
+
+
+BaseImageOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--base-image", help="Build on this base instead of the spec's.", show_default=False
+    ),
+]
+CaBundleOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--ca-bundle",
+        help="PEM file of CAs to trust while building (corporate proxy, mirror).",
+        show_default=False,
+    ),
+]
+TrustCaOpt = Annotated[
+    bool, typer.Option("--trust-ca", help="Also trust the --ca-bundle in the final image.")
+]
+PipIndexOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--pip-index-url", help="pip index (mirror) for every pip step but torch's."),
+]
+PipExtraOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--pip-extra-index-url", help="Extra pip index; repeatable."),
+]
+WheelhouseOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--wheelhouse",
+        help="Folder of wheels pip may use (e.g. a CPU torch); they stay out of the image.",
+        show_default=False,
+    ),
+]
+
+
+ImageOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--image", help="Image to run (default: the spec's name:tag)."),
+]
+RuntimeOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--runtime", help="docker, apptainer, singularity or none (default: the spec's)."),
+]
+LauncherOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--launcher", help="deepspeed, torchrun or mpirun (default: the spec's)."),
+]
+OutputFileOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--output", "-o", help="File to write (default: print)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def inputs_of(
+    base_image: str | None,
+    ca_bundle: Path | None,
+    trust_ca: bool,
+    pip_index_url: str | None,
+    pip_extra_index_url: list[str] | None,
+    wheelhouse: Path | None,
+) -> Any:
+    from builder.inputs import load_inputs
+
+    return load_inputs(
+        base_image=base_image,
+        ca_bundle=ca_bundle,
+        trust_ca=trust_ca,
+        pip_index_url=pip_index_url,
+        pip_extra_index_urls=tuple(pip_extra_index_url or ()),
+        wheelhouse=wheelhouse,
+    )
+
+
+def stack_of(spec: Path | None, preset: str | None) -> Any:
+    from builder.loader import load_stack
+
+    return load_stack(spec, preset)
+
+
+def print_or_write(text: str, output: Path | None, *, force: bool) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from builder.context import OutputFile
+    from builder.output import write_files
+
+    write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
+    typer.echo(f"wrote {output}", err=True)
+
+
+FORMATS = ("docker", "apptainer", "all")
+
+
+def format_of(value: str | None, *, has_output: bool) -> Any:
+    from builder.errors import UsageError
+
+    fmt = choice(value or ("all" if has_output else "docker"), "--format", FORMATS)
+    if fmt == "all" and not has_output:
+        raise UsageError("--format all writes several files: add -o DIR")
+    return fmt
+
+
+def key_values(items: list[str], option: str) -> dict[str, str]:
+    from builder.errors import UsageError
+
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{option} {item!r}: write it as KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
+    from builder.errors import UsageError
+
+    if value not in choices:
+        raise UsageError(f"{option} {value!r}: choose one of {', '.join(choices)}")
+    return value
+
+
+def image_ref(stack: Any, image: str | None) -> str:
+    """--image, or the spec's name:tag."""
+    return image or f"{stack.spec.image.name}:{stack.spec.image.tag}"
