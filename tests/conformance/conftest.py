@@ -40,12 +40,12 @@ def scontrol(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[s
     return expand
 
 
-def _required(module: str, name: str) -> object:
-    """import module and return name from it, or fail/skip saying `make conformance`."""
+def _required(module: str) -> Any:
+    """The imported module, or fail/skip saying `make conformance`."""
     import importlib
 
     try:
-        return getattr(importlib.import_module(module), name)
+        return importlib.import_module(module)
     except ImportError as exc:
         message = f"{module} is not installed in the test venv ({exc}): run `make conformance`"
         if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
@@ -56,11 +56,10 @@ def _required(module: str, name: str) -> object:
 @pytest.fixture(scope="session")
 def deepspeed_runner() -> object:
     """deepspeed.launcher.runner, the module behind the `deepspeed` command."""
-    return _required("deepspeed.launcher", "runner")
+    return _required("deepspeed.launcher.runner")
 
 
 @pytest.fixture(scope="session")
 def torchrun_parser() -> object:
     """torch.distributed.run's own argument parser (what `torchrun` runs)."""
-    get_args_parser: Any = _required("torch.distributed.run", "get_args_parser")
-    return get_args_parser()
+    return _required("torch.distributed.run").get_args_parser()
