@@ -41,9 +41,11 @@ engine: ## a running Docker engine, the local test base image and the CPU torch 
 	scripts/base-image.sh
 	PYTHON=$(BIN)/python scripts/wheelhouse.sh
 
-demo: install ## render the default preset (cuda-deepspeed) into build/demo
+demo: install ## render the default preset (cuda-deepspeed) and its launch files into build/demo
 	$(BIN)/builder render --preset cuda-deepspeed -o build/demo --force
-	@echo "see build/demo: Dockerfile, rootfs/, cuda-deepspeed.def, cuda-deepspeed.docker-daemon.def"
+	$(BIN)/builder bundle --preset cuda-deepspeed -o build/demo/cluster --force
+	@echo "see build/demo: Dockerfile, rootfs/, the two .def files; cluster/: keys, hostfile,"
+	@echo ".deepspeed_env, launch.sh, plan.json and a README saying how to start the run"
 
 test: install tools engine conformance ## run every test (the integration tests build real images)
 	$(BIN)/pytest
