@@ -95,12 +95,16 @@ def launch_plan(
         raise UsageError(f"launcher {launcher} reaches the nodes over ssh: enable image.ssh")
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
-    if launcher in ("deepspeed", "mpirun"):
-        commands = _over_ssh(
-            spec, launcher, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa
+    # what starts a node's container (docker); the launcher's argv follows it
+    start = tuple(
+        docker_run_argv(
+            spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
         )
+    )
+    if launcher in ("deepspeed", "mpirun"):
+        commands = _over_ssh(spec, launcher, nodes, master, cluster_dir, runtime, start)
     else:
-        commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, infiniband, aws_efa)
+        commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, start)
     return LaunchPlan(runtime, launcher, nodes, master, tuple(commands))
 
 
@@ -109,11 +113,9 @@ def _over_ssh(
     launcher: str,
     nodes: tuple[str, ...],
     master: str,
-    image: str,
     cluster_dir: str,
     runtime: str,
-    infiniband: bool,
-    aws_efa: bool,
+    start: tuple[str, ...],
 ) -> list[NodeCommand]:
     """deepspeed or mpirun: containers with sshd on every node, the launcher on the first."""
     inside = CLUSTER_DIR if runtime == "docker" else cluster_dir
@@ -134,12 +136,7 @@ def _over_ssh(
     if runtime == "none":
         prefix = ["env", *env] if env else []
         return [NodeCommand(nodes[0], (*prefix, *argv), purpose)]
-    start = docker_run_argv(
-        spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
-    )
-    commands = [
-        NodeCommand(node, tuple(start), "start the node's container (sshd)") for node in nodes
-    ]
+    commands = [NodeCommand(node, start, "start the node's container (sshd)") for node in nodes]
     exec_argv = ["docker", "exec", *(arg for e in env for arg in ("--env", e))]
     exec_argv += ["--workdir", spec.image.workdir, container_name(spec), *argv]
     commands.append(NodeCommand(nodes[0], tuple(exec_argv), purpose))
@@ -153,9 +150,9 @@ def _torchrun(
     image: str,
     cluster_dir: str,
     runtime: str,
-    infiniband: bool,
-    aws_efa: bool,
+    start: tuple[str, ...],
 ) -> list[NodeCommand]:
+    """The same c10d torchrun on every node: in the runtime's container, or bare."""
     launcher = torchrun_argv(spec.launch, nnodes=len(nodes), master_addr=master, rdzv_id=spec.name)
     if runtime in PROGRAMS:
         run = exec_argv(
@@ -167,12 +164,5 @@ def _torchrun(
             NodeCommand(node, tuple(launcher), "torchrun (the same on every node)")
             for node in nodes
         ]
-    start = docker_run_argv(
-        spec,
-        image=image,
-        cluster_dir=cluster_dir,
-        command=launcher,
-        infiniband=infiniband,
-        aws_efa=aws_efa,
-    )
-    return [NodeCommand(node, tuple(start), "the node's container runs torchrun") for node in nodes]
+    in_container = (*start, *launcher)  # docker run ... IMAGE, then the command
+    return [NodeCommand(node, in_container, "the node's container runs torchrun") for node in nodes]
