@@ -69,9 +69,6 @@ class Engine:
     def close(self) -> None:
         self._client.close()
 
-    def version(self) -> str:
-        return str(self._client.version().get("Version", "unknown"))
-
     def build(
         self,
         context: IO[bytes],
