@@ -26,12 +26,15 @@ tools: ## install the real tools the tests use (sshd, ssh, shellcheck)
 # build: left to DeepSpeed's requirements, pip would take the multi-GB CUDA one.
 TORCH_CPU = torch==2.13.0+cpu
 DEEPSPEED = deepspeed==0.19.8
+# DistributedRunner, what gaudi_spawn.py runs; only its launcher module is loaded (no deps)
+OPTIMUM_HABANA = optimum==2.0.0 optimum-habana==1.20.0
 WHEELHOUSE ?= $(HOME)/.cache/builder-tests/wheels
 
 $(VENV)/.conformance: $(BIN)/builder Makefile
 	PYTHON=$(BIN)/python scripts/wheelhouse.sh $(WHEELHOUSE)
 	$(BIN)/pip install --quiet --find-links $(WHEELHOUSE) "$(TORCH_CPU)" setuptools wheel
 	DS_BUILD_OPS=0 $(BIN)/pip install --quiet --no-build-isolation "$(DEEPSPEED)"
+	$(BIN)/pip install --quiet --no-deps --target $(VENV)/optimum-habana $(OPTIMUM_HABANA)
 	@touch $@
 
 conformance: $(VENV)/.conformance ## DeepSpeed and the CPU torch in the venv (conformance tests)

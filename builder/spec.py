@@ -209,6 +209,12 @@ class LaunchSpec:
     )
     script: str = field("train.py", min_length=1, description="Training script to launch.")
     args: tuple[str, ...] = field((), description="Arguments passed to the script.")
+    gaudi_spawn: str = field(
+        "gaudi_spawn.py",
+        min_length=1,
+        description="optimum-habana's examples/gaudi_spawn.py as the nodes see it "
+        "(it is not in the wheel); relative paths start at the workdir.",
+    )
     slurm: Slurm = field(default_factory=Slurm)
 
 

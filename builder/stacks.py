@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from builder.spec import Accelerator, ImageSpec, Spec
+from builder.spec import Accelerator, ImageSpec, LaunchSpec, Spec
 
 
 @dataclass(frozen=True)
@@ -362,19 +362,61 @@ def _check_common(spec: Spec) -> list[tuple[str, str]]:
         problems.append(
             ("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh")
         )
-    if launch.launcher in ("deepspeed", "gaudi_spawn") and not image.deepspeed:
+    problems += launcher_problems(image, launch)
+    return problems
+
+
+def launcher_problems(image: ImageSpec, launch: LaunchSpec) -> list[tuple[str, str]]:
+    """What the launcher needs from the image (also checked for --launcher overrides)."""
+    problems: list[tuple[str, str]] = []
+    name = launch.launcher
+    if name in ("deepspeed", "gaudi_spawn") and not image.deepspeed:
+        problems.append(("launch.launcher", f"{name} needs DeepSpeed: set image.deepspeed"))
+    if name in ("deepspeed", "gaudi_spawn") and not image.pdsh:
         problems.append(
-            ("launch.launcher", f"{launch.launcher} needs DeepSpeed: set image.deepspeed")
+            ("launch.launcher", f"{name} reaches the other nodes with pdsh: set image.pdsh: true")
         )
-    if launch.launcher == "gaudi_spawn" and image.accelerator is not Accelerator.gaudi:
+    # (pdsh without ssh is reported on its own, as image.pdsh)
+    if name in ("deepspeed", "gaudi_spawn", "mpirun") and not image.ssh.enabled and not image.pdsh:
+        problems.append(("launch.launcher", f"{name} reaches the nodes over ssh: enable image.ssh"))
+    if name == "mpirun" and not image.openmpi:
+        problems.append(
+            ("launch.launcher", "mpirun needs OpenMPI in the image: set image.openmpi: true")
+        )
+    if name == "gaudi_spawn":
+        problems += _gaudi_spawn_problems(image, launch)
+    return problems
+
+
+def _gaudi_spawn_problems(image: ImageSpec, launch: LaunchSpec) -> list[tuple[str, str]]:
+    """What gaudi_spawn.py cannot do: another port or master, or values bash would change."""
+    from builder.launch.launchers import GAUDI_SPAWN_PORT, gaudi_spawn_unsafe
+
+    problems = []
+    if image.accelerator is not Accelerator.gaudi:
         problems.append(("launch.launcher", "gaudi_spawn is for accelerator: gaudi"))
-    if launch.launcher == "mpirun" and not image.openmpi:
+    if launch.master_port != GAUDI_SPAWN_PORT:
         problems.append(
             (
-                "launch.launcher",
-                "launcher mpirun needs OpenMPI in the image: set image.openmpi: true",
+                "launch.master_port",
+                f"gaudi_spawn.py always uses port {GAUDI_SPAWN_PORT} (it has no port flag); "
+                f"drop master_port or use launcher: deepspeed",
             )
         )
+    if launch.master_addr is not None:
+        problems.append(
+            (
+                "launch.master_addr",
+                "gaudi_spawn.py makes the first host of the hostfile the master; drop "
+                "master_addr and put that node first, or use launcher: deepspeed",
+            )
+        )
+    values = [("launch.script", launch.script), ("launch.gaudi_spawn", launch.gaudi_spawn)]
+    values += [(f"launch.args[{i}]", arg) for i, arg in enumerate(launch.args)]
+    for where, value in values:
+        why = gaudi_spawn_unsafe(value)
+        if why:
+            problems.append((where, f"{value!r}: {why}"))
     return problems
 
 

@@ -76,7 +76,9 @@ RuntimeOpt = Annotated[
 ]
 LauncherOpt = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--launcher", help="deepspeed, torchrun or mpirun (default: the spec's)."),
+    typer.Option(
+        "--launcher", help="deepspeed, torchrun, gaudi_spawn or mpirun (default: the spec's)."
+    ),
 ]
 OutputFileOpt = Annotated[
     Optional[Path],  # noqa: UP045

@@ -1,18 +1,27 @@
-"""The launcher commands: deepspeed (pdsh over ssh) and torchrun (c10d or static).
+"""The launcher commands: deepspeed (pdsh over ssh), torchrun (c10d or static),
+optimum-habana's gaudi_spawn.py and OpenMPI's mpirun.
 
-Both are checked by the real parsers in tests/conformance: DeepSpeed's
-``runner.parse_args`` and torch's ``torch.distributed.run`` parser read back
-the hostfile, master, ports, script and arguments we meant.
+All are checked by the real consumers in tests/conformance: DeepSpeed's
+``runner.parse_args``, torch's ``torch.distributed.run`` parser, optimum-habana's
+``DistributedRunner`` and OpenMPI read back the hostfile, master, ports, script
+and arguments we meant.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from builder.spec import LaunchSpec
 
 TORCHRUN_C10D_PORT = 29400
+# gaudi_spawn.py has no port flag: DistributedRunner always passes its default.
+GAUDI_SPAWN_PORT = 29500
+# gaudi_spawn.py joins the script and its arguments with spaces, wraps those
+# holding a space in double quotes, and hands the line to bash: only these
+# characters come through unchanged.
+GAUDI_SPAWN_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./ -]+")
 
 
 def deepspeed_argv(
@@ -47,6 +56,24 @@ def torchrun_argv(
     else:
         argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
         argv += ["--master-port", str(launch.master_port)]
+    return [*argv, launch.script, *launch.args]
+
+
+def gaudi_spawn_unsafe(value: str) -> str | None:
+    """Why gaudi_spawn.py would change value on its way to the script, or None."""
+    if not GAUDI_SPAWN_SAFE.fullmatch(value):
+        return (
+            "gaudi_spawn.py passes it through bash without quoting: use only letters, "
+            "digits, spaces and _@%+=:,./- (put anything else in a config file)"
+        )
+    return None
+
+
+def gaudi_spawn_argv(launch: LaunchSpec, *, hostfile: str, nnodes: int) -> list[str]:
+    """optimum-habana's `python gaudi_spawn.py --hostfile H --use_deepspeed`: multi-node
+    DeepSpeed with the first host of the hostfile as master, on port 29500."""
+    argv = ["python", launch.gaudi_spawn, "--world_size", str(nnodes * launch.slots)]
+    argv += ["--hostfile", hostfile, "--use_deepspeed"]
     return [*argv, launch.script, *launch.args]
 
 

@@ -1,8 +1,9 @@
 """The launch plan of a stack: what to run on which node, in order.
 
-deepspeed: start every node's container (its sshd), then run the launcher
-in the first node's container; pdsh reaches the others over ssh with the
-hostfile and .deepspeed_env of the mounted cluster folder. torchrun: every
+deepspeed (and gaudi_spawn.py, which runs it; and mpirun): start every
+node's container (its sshd), then run the launcher in the first node's
+container; pdsh reaches the others over ssh with the hostfile and
+.deepspeed_env of the mounted cluster folder. torchrun: every
 node runs the same torchrun command (c10d rendezvous), nothing else. With
 runtime ``none`` the same launcher commands run on the nodes themselves.
 """
@@ -10,24 +11,32 @@ runtime ``none`` the same launcher commands run on the nodes themselves.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
 from builder.launch.apptainer import PROGRAMS, exec_argv, sif_name
 from builder.launch.docker_run import container_name, docker_run_argv
-from builder.launch.launchers import deepspeed_argv, mpirun_argv, torchrun_argv
+from builder.launch.launchers import (
+    deepspeed_argv,
+    gaudi_spawn_argv,
+    gaudi_spawn_unsafe,
+    mpirun_argv,
+    torchrun_argv,
+)
 from builder.rootfs import CLUSTER_DIR
+from builder.stacks import launcher_problems
 
 if TYPE_CHECKING:
-    from builder.spec import Spec
+    from builder.spec import Launcher, Spec
 
 HOSTFILE = "hostfile"
 DSENV = ".deepspeed_env"
+OVER_SSH = ("deepspeed", "gaudi_spawn", "mpirun")
 SUPPORTED = {
-    "docker": ("deepspeed", "torchrun", "mpirun"),
-    "none": ("deepspeed", "torchrun", "mpirun"),
+    "docker": (*OVER_SSH, "torchrun"),
+    "none": (*OVER_SSH, "torchrun"),
     "apptainer": ("torchrun",),
     "singularity": ("torchrun",),
 }
@@ -89,10 +98,12 @@ def launch_plan(
             f"launcher {launcher!r} with runtime {runtime!r} is not supported yet; "
             f"supported: {', '.join(pairs)}"
         )
-    if launcher == "mpirun" and not spec.image.openmpi:
-        raise UsageError("launcher mpirun needs OpenMPI in the image: set image.openmpi: true")
-    if launcher in ("deepspeed", "mpirun") and not spec.image.ssh.enabled:
-        raise UsageError(f"launcher {launcher} reaches the nodes over ssh: enable image.ssh")
+    chosen = replace(launch, launcher=cast("Launcher", launcher))  # one of SUPPORTED
+    problems = launcher_problems(spec.image, chosen)
+    if problems:
+        raise UsageError(
+            f"launcher {launcher}: " + "; ".join(f"{path}: {what}" for path, what in problems)
+        )
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
     # what starts a node's container (docker); the launcher's argv follows it
@@ -101,7 +112,7 @@ def launch_plan(
             spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
         )
     )
-    if launcher in ("deepspeed", "mpirun"):
+    if launcher in OVER_SSH:
         commands = _over_ssh(spec, launcher, nodes, master, cluster_dir, runtime, start)
     else:
         commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, start)
@@ -117,11 +128,13 @@ def _over_ssh(
     runtime: str,
     start: tuple[str, ...],
 ) -> list[NodeCommand]:
-    """deepspeed or mpirun: containers with sshd on every node, the launcher on the first."""
+    """deepspeed, gaudi_spawn or mpirun: containers with sshd on every node, the
+    launcher on the first."""
     inside = CLUSTER_DIR if runtime == "docker" else cluster_dir
     hostfile = f"{inside}/{HOSTFILE}"
-    env: list[str] = []
+    env = [f"DS_ENV_FILE={inside}/{DSENV}"]
     if launcher == "mpirun":
+        env = []
         argv = mpirun_argv(
             spec.launch,
             hostfile=hostfile,
@@ -129,10 +142,17 @@ def _over_ssh(
             master_addr=master,
             as_root=spec.image.user.name == "root",
         )
+    elif launcher == "gaudi_spawn":
+        # DistributedRunner puts the hostfile path into its bash line bare
+        if " " in hostfile or gaudi_spawn_unsafe(hostfile):
+            raise UsageError(
+                f"--cluster-dir {cluster_dir!r}: gaudi_spawn.py passes the hostfile path "
+                "to bash unquoted; use a folder whose path has only letters, digits and _@%+=:,./-"
+            )
+        argv = gaudi_spawn_argv(spec.launch, hostfile=hostfile, nnodes=len(nodes))
     else:
         argv = deepspeed_argv(spec.launch, hostfile=hostfile, master_addr=master)
-        env = [f"DS_ENV_FILE={inside}/{DSENV}"]
-    purpose = f"the launcher ({'pdsh' if launcher == 'deepspeed' else 'mpirun'} reaches the rest)"
+    purpose = f"the launcher ({'mpirun' if launcher == 'mpirun' else 'pdsh'} reaches the rest)"
     if runtime == "none":
         prefix = ["env", *env] if env else []
         return [NodeCommand(nodes[0], (*prefix, *argv), purpose)]

@@ -63,3 +63,27 @@ def deepspeed_runner() -> object:
 def torchrun_parser() -> object:
     """torch.distributed.run's own argument parser (what `torchrun` runs)."""
     return _required("torch.distributed.run").get_args_parser()
+
+
+@pytest.fixture(scope="session")
+def distributed_runner() -> Any:
+    """optimum-habana 1.20's DistributedRunner (what gaudi_spawn.py runs), loaded from
+    the folder `make conformance` installs it to, without its heavy dependencies."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(sys.prefix) / "optimum-habana"
+    path = root / "optimum/habana/distributed/distributed_runner.py"
+    if not path.is_file():
+        message = f"optimum-habana is not installed at {root}: run `make conformance`"
+        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    sys.path.insert(0, str(root))  # for its `optimum.utils.logging`
+    spec = importlib.util.spec_from_file_location("distributed_runner", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DistributedRunner

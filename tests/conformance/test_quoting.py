@@ -52,6 +52,8 @@ def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], dat
     )
     for runtime, launchers in SUPPORTED.items():
         for launcher in launchers:
+            if launcher == "gaudi_spawn":
+                continue  # Gaudi only, and refuses such values: see test_gaudi_spawn.py
             plan = launch_plan(
                 spec, image="team/t:1", cluster_dir="/c d", runtime=runtime, launcher=launcher
             )

@@ -154,3 +154,18 @@ def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
     assert "--allow-run-as-root" in argv
     assert argv[argv.index("-np") + 1] == "4"
     assert "MASTER_ADDR=node1" in argv
+
+
+def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
+    spec = load_preset("gaudi-deepspeed").spec
+    plan = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="gaudi_spawn")
+    assert [c.node for c in plan.commands] == ["node1", "node2", "node1"]
+    argv = plan.commands[-1].argv
+    assert argv[2:4] == ("--env", "DS_ENV_FILE=/etc/builder/cluster/.deepspeed_env")
+    spawn = argv[argv.index("python") :]
+    assert spawn[:3] == ("python", "gaudi_spawn.py", "--world_size")
+    assert spawn[3] == str(2 * spec.launch.slots)
+    assert spawn[4:7] == ("--hostfile", "/etc/builder/cluster/hostfile", "--use_deepspeed")
+    with pytest.raises(UsageError, match="gaudi_spawn is for accelerator: gaudi"):
+        launch_plan(load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c",
+                    launcher="gaudi_spawn")  # fmt: skip

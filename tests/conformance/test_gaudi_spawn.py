@@ -1,0 +1,150 @@
+"""gaudi_spawn commands run through optimum-habana's own DistributedRunner, a real
+bash and DeepSpeed's parser: the hostfile, master, port, script and arguments
+arrive as meant, and what would not arrive unchanged is refused up front.
+
+gaudi_spawn.py itself ships only in optimum-habana's examples (not the wheel);
+its part is small and mirrored here: argparse of `--world_size --hostfile
+--use_mpi --use_deepspeed script args...`, then the script and arguments joined
+with spaces, each one holding a space wrapped in double quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
+from builder.errors import UsageError
+from builder.launch.launchers import gaudi_spawn_argv
+from builder.launch.plan import launch_plan
+from builder.loader import load_preset
+from builder.stacks import check_spec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.spec import Spec
+
+
+def gaudi_spec(**launch: Any) -> Spec:
+    spec = load_preset("gaudi-deepspeed").spec
+    values = {"launcher": "gaudi_spawn", "nodes": ("hls[1-2]", "hls7"), "slots": 8, **launch}
+    return replace(spec, launch=replace(spec.launch, **values))
+
+
+def gaudi_spawn_main(argv: list[str]) -> tuple[argparse.Namespace, str]:
+    """gaudi_spawn.py's parse_args and its command line for DistributedRunner."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--world_size", type=int, default=1)
+    parser.add_argument("--hostfile", type=str, default=None)
+    parser.add_argument("--use_mpi", action="store_true")
+    parser.add_argument("--use_deepspeed", action="store_true")
+    parser.add_argument("training_script", type=str)
+    parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    words = [args.training_script, *args.training_script_args]
+    quoted = [f'"{w}"' if " " in w and w[0] != '"' and w[-1] != '"' else w for w in words]
+    return args, " ".join(quoted)
+
+
+def through_runner(
+    spec: Spec, runner_class: Any, deepspeed_runner: Any, tmp_path: Path, *, planned: bool = True
+) -> tuple[Any, list[str]]:
+    """The command, run as gaudi_spawn.py would: DistributedRunner's line in bash,
+    with `deepspeed` replaced by a function that prints its arguments. planned:
+    from the launch plan (which checks the spec); else straight from the emitter."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots)))
+    if planned:
+        plan = launch_plan(spec, image="img:1", cluster_dir=str(tmp_path), runtime="none")
+        argv = list(plan.commands[-1].argv)
+    else:
+        argv = gaudi_spawn_argv(spec.launch, hostfile=str(hostfile), nnodes=3)
+    spawn = argv[argv.index("python") + 2 :]
+    args, command = gaudi_spawn_main(spawn)
+    runner = runner_class(
+        command_list=[command],
+        world_size=args.world_size,
+        hostfile=args.hostfile,
+        use_mpi=args.use_mpi,
+        use_deepspeed=args.use_deepspeed,
+    )
+    line = runner._interpreter + command
+    shell = subprocess.run(
+        ["bash", "-c", f"deepspeed() {{ printf '%s\\0' \"$@\"; }}\n{line}"],
+        capture_output=True,
+        check=True,
+    )
+    words = shell.stdout.decode().split("\0")[:-1]
+    return deepspeed_runner.parse_args(words), words
+
+
+def test_the_runner_reads_our_hostfile_and_deepspeed_reads_its_line(
+    distributed_runner: Any, deepspeed_runner: Any, tmp_path: Path
+) -> None:
+    args = ("--config", "my conf.json", "--lr=3e-4", "--out", "/data/run 1/x")
+    spec = gaudi_spec(script="train dir/run.py", args=args)
+    assert check_spec(spec) == []
+    parsed, _ = through_runner(spec, distributed_runner, deepspeed_runner, tmp_path)
+    assert parsed.hostfile == str(tmp_path / "hostfile")
+    assert parsed.master_addr == "hls1"  # the first host of our hostfile
+    assert parsed.master_port == 29500
+    assert parsed.no_local_rank
+    assert parsed.user_script == "train dir/run.py"
+    assert parsed.user_args == list(args)
+    # and DeepSpeed reads the same hostfile: three nodes, eight slots each
+    pool = deepspeed_runner.fetch_hostfile(parsed.hostfile)
+    assert list(pool.items()) == [("hls1", 8), ("hls2", 8), ("hls7", 8)]
+
+
+safe = st.text(alphabet="abcXYZ019_@%+=:,./ -", min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(safe, max_size=4))
+def test_any_accepted_argument_arrives_unchanged(
+    distributed_runner: Any, deepspeed_runner: Any, tmp_path_factory: Any, args: list[str]
+) -> None:
+    spec = gaudi_spec(args=tuple(args))
+    assert check_spec(spec) == []  # every such value is accepted ...
+    tmp_path = tmp_path_factory.mktemp("gaudi")
+    parsed, _ = through_runner(spec, distributed_runner, deepspeed_runner, tmp_path)
+    assert parsed.user_args == args  # ... and arrives unchanged
+
+
+@pytest.mark.parametrize("value", ["$HOME", "it's", 'say "hi"', "a;b", "`id`", "x\ny"])
+def test_what_bash_would_change_is_refused_and_would_have_changed(
+    distributed_runner: Any, deepspeed_runner: Any, tmp_path: Path, value: str
+) -> None:
+    spec = gaudi_spec(args=("--name", value))
+    problems = dict(check_spec(spec))
+    assert "launch.args[1]" in problems
+    assert repr(value) in problems["launch.args[1]"]
+    try:
+        parsed, _ = through_runner(
+            spec, distributed_runner, deepspeed_runner, tmp_path, planned=False
+        )
+    except (subprocess.CalledProcessError, SystemExit):
+        return  # bash or the parser broke on it: refusing it was right
+    assert parsed.user_args != ["--name", value]
+    with pytest.raises(UsageError, match=r"launch\.args\[1\]"):
+        launch_plan(spec, image="i:1", cluster_dir=str(tmp_path), runtime="none")
+
+
+def test_port_and_master_it_cannot_carry_are_refused() -> None:
+    problems = dict(check_spec(gaudi_spec(master_port=29511, master_addr="hls2")))
+    assert "29500" in problems["launch.master_port"]
+    assert "first host" in problems["launch.master_addr"]
+
+
+def test_a_cluster_folder_bash_would_split_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cluster-dir"):
+        launch_plan(
+            gaudi_spec(), image="i:1", cluster_dir=str(tmp_path / "my cluster"), runtime="none"
+        )
