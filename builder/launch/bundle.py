@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
-from builder.cluster.keys import PRIVATE, make_keys
+from builder.cluster.keys import AUTHORIZED, PRIVATE, make_keys
 from builder.context import OutputFile
 from builder.launch.plan import DSENV, HOSTFILE, NodeCommand, launch_plan
 from builder.output import write_files
@@ -42,7 +42,7 @@ def write_bundle(
             HOSTFILE, 0o644, hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
         ),
         OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
-        OutputFile("launch.sh", 0o755, _script(plan.commands)),
+        OutputFile("launch.sh", 0o755, _script(plan.commands, str(directory.resolve()))),
         OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
         OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
     ]
@@ -52,8 +52,13 @@ def write_bundle(
     return written
 
 
-def _script(commands: tuple[NodeCommand, ...]) -> str:
-    """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run."""
+def _script(commands: tuple[NodeCommand, ...], directory: str) -> str:
+    """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run.
+
+    It first checks that the bundle is where the commands expect it: `docker run
+    -v` would make an empty folder in its place, and DeepSpeed without its
+    hostfile quietly runs on one node.
+    """
     starts: dict[str, list[NodeCommand]] = {}
     launchers: list[NodeCommand] = []
     for command in commands:
@@ -67,6 +72,14 @@ def _script(commands: tuple[NodeCommand, ...]) -> str:
         "# Run on each node with its name; then, once every node is up, the launcher.",
         f"# usage: sh launch.sh {{{names}}}   (written by builder; plan.json has the argv)",
         "set -eu",
+        f"cluster={shlex.quote(directory)}",
+        f"for file in {HOSTFILE} {DSENV} {AUTHORIZED}; do",
+        '    if [ ! -f "$cluster/$file" ]; then',
+        '        echo "launch.sh: $cluster/$file is missing on this node; copy the bundle'
+        ' folder to every node at that path" >&2',
+        "        exit 1",
+        "    fi",
+        "done",
         'case "${1:-}" in',
     ]
     for node, node_commands in starts.items():

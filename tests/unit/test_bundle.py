@@ -63,3 +63,18 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     ).stdout.splitlines()
     assert len(trace) == 1
     assert trace[0].startswith("run --detach --name builder-cpu-deepspeed")
+
+
+def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    bundle(folder)
+    (folder / "hostfile").unlink()  # as on a node the folder was never copied to
+    result = subprocess.run(
+        ["sh", "-c", f"docker() {{ echo ran; }}; . {folder / 'launch.sh'}", "launch.sh", "node1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "ran" not in result.stdout
+    assert f"{folder}/hostfile is missing on this node" in result.stderr
