@@ -179,6 +179,10 @@ def slurm(
         Path, typer.Option("--cluster-dir", help="The cluster folder, as the nodes see it.")
     ] = Path("cluster"),
     runtime: RuntimeOpt = None,
+    launcher: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--launcher", help="torchrun (default: the spec's launcher)."),
+    ] = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
 ) -> None:
@@ -192,6 +196,7 @@ def slurm(
         cluster_dir=str(cluster_dir.resolve()),
         source=stack.source,
         runtime=runtime,
+        launcher=launcher,
     )
     print_or_write(text, output, force=force)
 

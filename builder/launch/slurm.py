@@ -29,15 +29,24 @@ NNODES, MASTER, JOB = '"$SLURM_NNODES"', '"$MASTER_ADDR:$MASTER_PORT"', '"$SLURM
 
 
 def sbatch_script(
-    spec: Spec, *, image: str, cluster_dir: str, source: str, runtime: str | None = None
+    spec: Spec,
+    *,
+    image: str,
+    cluster_dir: str,
+    source: str,
+    runtime: str | None = None,
+    launcher: str | None = None,
 ) -> str:
     """The job script of spec's launch (torchrun; the runtime from the spec or runtime)."""
     launch = spec.launch
     runtime = runtime or launch.runtime
-    if launch.launcher != "torchrun":
+    launcher = launcher or launch.launcher
+    if launcher != "torchrun":
         raise UsageError(
-            f"`builder slurm` runs torchrun (one task per node); launcher {launch.launcher!r} "
-            "is not supported in batch scripts yet: set launch.launcher: torchrun"
+            f"`builder slurm` writes one Slurm task per node, each running torchrun; launcher "
+            f"{launcher!r} is not supported in batch scripts. Pass --launcher torchrun: "
+            "DeepSpeed's engine takes its ranks from torchrun's RANK/LOCAL_RANK/WORLD_SIZE "
+            "(a script that requires --local_rank must read LOCAL_RANK instead)"
         )
     from builder.cluster.hostfile import hosts_from_nodes
 

@@ -85,9 +85,15 @@ def test_exported_values_survive_the_batch_shell(tmp_path: Path) -> None:
     assert out.stdout == "a b $c 'd' \"e\""
 
 
-def test_deepspeed_is_refused_for_now() -> None:
-    with pytest.raises(UsageError, match=r"set launch\.launcher: torchrun"):
+def test_a_deepspeed_spec_needs_launcher_torchrun(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"Pass --launcher torchrun"):
         script("cpu-deepspeed")
+    target = tmp_path / "job.sbatch"
+    result = CliRunner().invoke(
+        app, ["slurm", "--preset", "cpu-deepspeed", "--launcher", "torchrun", "-o", str(target)]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "torchrun --nnodes" in target.read_text()
 
 
 def test_cli(tmp_path: Path) -> None:
