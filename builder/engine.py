@@ -164,8 +164,11 @@ class Engine:
         network: str | None = None,
         command: list[str] | None = None,
         init: bool = False,
+        labels: dict[str, str] | None = None,
+        hostname: str | None = None,
     ) -> str:
-        """Start a detached container (hostname = name); mounts map host path -> (path, mode)."""
+        """Start a detached container (hostname: name unless given); mounts map host path
+        -> (path, mode)."""
         from docker.errors import APIError
 
         volumes = {
@@ -176,7 +179,14 @@ class Engine:
                 image,
                 command,
                 name=name,
-                hostname=name,
+                hostname=hostname or name,
+                labels=labels or {},
+                # the other containers reach it by its hostname as well as its name
+                networking_config={
+                    network: self._client.api.create_endpoint_config(aliases=[hostname])
+                }
+                if network and hostname
+                else None,
                 detach=True,
                 volumes=volumes,
                 environment=environment or {},
@@ -193,8 +203,9 @@ class Engine:
         output: Any = result.output or b""
         return int(result.exit_code or 0), bytes(output).decode(errors="replace")
 
-    def logs(self, container: str) -> str:
-        raw: Any = self._client.containers.get(container).logs()
+    def logs(self, container: str, *, stderr: bool = True) -> str:
+        """The container's output (stdout, and stderr unless told not to)."""
+        raw: Any = self._client.containers.get(container).logs(stdout=True, stderr=stderr)
         return bytes(raw).decode(errors="replace")
 
     def remove_container(self, container: str) -> None:
@@ -202,6 +213,33 @@ class Engine:
 
         with contextlib.suppress(NotFound):
             self._client.containers.get(container).remove(force=True)
+
+    def container_state(self, container: str) -> str:
+        """running, exited, ...; KeyError when there is no such container."""
+        from docker.errors import NotFound
+
+        try:
+            return str(self._client.containers.get(container).status)
+        except NotFound:
+            raise KeyError(container) from None
+
+    def wait(self, container: str, timeout: float) -> int | None:
+        """The container's exit code once it stops, or None if it still runs after timeout."""
+        from requests.exceptions import ConnectionError as Disconnected
+        from requests.exceptions import ReadTimeout
+
+        try:
+            result = self._client.containers.get(container).wait(timeout=timeout)
+        except (ReadTimeout, Disconnected):
+            return None
+        return int(result.get("StatusCode", -1))
+
+    def remove_labelled(self, label: str, value: str) -> int:
+        """Remove every container labelled label=value (and its anonymous volumes)."""
+        found = self._client.containers.list(all=True, filters={"label": f"{label}={value}"})
+        for container in found:
+            container.remove(force=True, v=True)
+        return len(found)
 
     def create_network(self, name: str) -> None:
         """A user-defined bridge network: its containers resolve each other by name."""

@@ -84,6 +84,12 @@ class BuildError(BuilderError):
         """Images the failed build made before it stopped (its caller may remove them)."""
 
 
+class RehearsalFailed(BuilderError):
+    """A rehearsal ran and found a fault: a node, a rank, the environment or a timeout."""
+
+    exit_code = 12
+
+
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
 
@@ -100,6 +106,7 @@ EXIT_CODES: dict[str, int] = {
         ToolMissing,
         EngineUnavailable,
         BuildError,
+        RehearsalFailed,
         Interrupted,
     )
 }

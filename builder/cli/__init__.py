@@ -1,6 +1,6 @@
 """The `builder` command line: parse options, call one library function, print.
 
-The commands live in ``image`` (presets to inspect) and ``cluster`` (keys to
+The commands live in ``image`` (presets to inspect), ``cluster`` (keys to
 sif). Heavy modules (the spec models, yaml, jinja2, docker) are imported
 inside them, so `builder --help` stays fast. ``BuilderGroup`` is the one
 place that turns a ``BuilderError`` into a red message and its exit code.
@@ -69,5 +69,6 @@ def main() -> None:
 # the image first, then running it on a cluster.
 from builder.cli import image  # noqa: E402, I001
 from builder.cli import cluster  # noqa: E402
+from builder.cli import rehearse  # noqa: E402
 
-__all__ = ["app", "cluster", "image", "main"]
+__all__ = ["app", "cluster", "image", "main", "rehearse"]

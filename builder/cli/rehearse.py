@@ -1,0 +1,87 @@
+"""`builder rehearse`: the multi-node run, on this machine, in real containers."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from builder.cli import app
+
+# typer resolves the annotations at run time, so these stay real imports
+from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg  # noqa: TC001
+
+
+@app.command()
+def rehearse(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    nodes: Annotated[int, typer.Option("--nodes", "-n", help="How many nodes (containers).")] = 2,
+    launcher: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--launcher", help="deepspeed, torchrun, mpirun or slurm (default: the spec's)."
+        ),
+    ] = None,
+    script: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--script",
+            help="Run this script instead of the probe job: a file here (its folder is "
+            "mounted read-only) or a path in the image. Its arguments go after --.",
+        ),
+    ] = None,
+    args: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Argument(help="After --: the script's arguments.", show_default=False),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds the job may take before it counts as hung.")
+    ] = 300.0,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the containers, network and bundle up.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the stack's multi-node launch locally: N containers, the emitted commands, a probe."""
+    import sys
+
+    from builder.engine import Engine
+    from builder.errors import RehearsalFailed, UsageError
+    from builder.loader import load_stack
+    from builder.rehearse.report import rank_table
+    from builder.rehearse.run import rehearse as run_rehearsal
+
+    if spec is not None and preset is not None:
+        raise UsageError("give either a spec file (stack.yaml) or --preset NAME, not both")
+    stack = load_stack(spec, preset) if (spec or preset) else None
+    if stack is None and image is None:
+        raise UsageError("say what to rehearse: a spec file, --preset NAME or --image NAME:TAG")
+    outcome = run_rehearsal(
+        stack.spec if stack else None,
+        image=image,
+        engine=Engine.connect(),
+        nodes=nodes,
+        launcher=launcher,
+        script=script,
+        args=args or [],
+        timeout=timeout,
+        keep=keep,
+        say=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    if as_json:
+        typer.echo(json.dumps(outcome.as_data(), indent=2))
+    else:
+        if outcome.rows:
+            typer.echo(rank_table(outcome.rows), nl=False)
+        phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.phases)
+        typer.echo(f"phases: {phases}")
+    if not outcome.ok:
+        faults = "\n".join(f"- {fault.text()}" for fault in outcome.faults)
+        raise RehearsalFailed(
+            f"the {outcome.launcher} rehearsal on {len(outcome.nodes)} nodes failed:\n{faults}"
+        )
+    what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
+    typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}")

@@ -1,0 +1,85 @@
+"""The rehearsal's probe job: copied into the cluster folder and run by the
+launcher on every rank, in the image's own Python (so: standard library and
+torch only, nothing from builder).
+
+Each rank checks what a multi-node run relies on and prints one line,
+``BUILDER_PROBE {json}``: its rank and local rank (from the launcher's
+variables: torchrun and DeepSpeed set RANK/LOCAL_RANK/WORLD_SIZE, OpenMPI
+sets OMPI_COMM_WORLD_*), the world size, the master address, a gloo
+all-reduce of rank + 1 over the world, every expected environment variable
+as it arrived, and the installed Python packages (so the rehearsal can name
+a node whose environment differs). The expectations come from
+``probe.json`` next to this file. It exits non-zero when its own checks fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from datetime import timedelta
+from importlib import metadata
+from pathlib import Path
+
+MARK = "BUILDER_PROBE "
+
+
+def _identity() -> tuple[int, int, int]:
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]), int(env.get("LOCAL_RANK", "-1")), int(env["WORLD_SIZE"])
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return (
+            int(env["OMPI_COMM_WORLD_RANK"]),
+            int(env["OMPI_COMM_WORLD_LOCAL_RANK"]),
+            int(env["OMPI_COMM_WORLD_SIZE"]),
+        )
+    raise SystemExit("probe: neither RANK nor OMPI_COMM_WORLD_RANK is set: no launcher ran me")
+
+
+def _packages() -> dict[str, str]:
+    found = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name:
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def main() -> None:
+    expect = json.loads((Path(__file__).parent / "probe.json").read_text())
+    rank, local_rank, world = _identity()
+    report: dict[str, object] = {
+        "rank": rank,
+        "local_rank": local_rank,
+        "world": world,
+        "node": socket.gethostname(),
+        "master": os.environ.get("MASTER_ADDR"),
+        "env": {key: os.environ.get(key) for key in expect["env"]},
+        "packages": _packages(),
+        "sum": None,
+        "error": None,
+    }
+    try:
+        import torch
+        import torch.distributed as dist
+
+        os.environ.setdefault("RANK", str(rank))
+        os.environ.setdefault("WORLD_SIZE", str(world))
+        dist.init_process_group("gloo", timeout=timedelta(seconds=expect["timeout"]))
+        total = torch.tensor([float(rank + 1)])
+        dist.all_reduce(total)
+        report["sum"] = total.item()
+        dist.destroy_process_group()
+    except Exception as exc:  # reported, not raised: the table shows it per rank
+        report["error"] = f"{type(exc).__name__}: {exc}"
+    # one write of the whole line: ranks share the output, which may be unbuffered
+    sys.stdout.flush()
+    os.write(1, (MARK + json.dumps(report, sort_keys=True) + "\n").encode())
+    if report["error"] or report["sum"] != world * (world + 1) / 2:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
