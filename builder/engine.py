@@ -223,16 +223,10 @@ class Engine:
         except NotFound:
             raise KeyError(container) from None
 
-    def wait(self, container: str, timeout: float) -> int | None:
-        """The container's exit code once it stops, or None if it still runs after timeout."""
-        from requests.exceptions import ConnectionError as Disconnected
-        from requests.exceptions import ReadTimeout
-
-        try:
-            result = self._client.containers.get(container).wait(timeout=timeout)
-        except (ReadTimeout, Disconnected):
-            return None
-        return int(result.get("StatusCode", -1))
+    def exit_code(self, container: str) -> int | None:
+        """The container's exit code, or None while it runs."""
+        state: Any = self._client.api.inspect_container(container)["State"]
+        return None if state.get("Running") else int(state.get("ExitCode", -1))
 
     def remove_labelled(self, label: str, value: str) -> int:
         """Remove every container labelled label=value (and its anonymous volumes)."""

@@ -84,4 +84,4 @@ def rehearse(
             f"the {outcome.launcher} rehearsal on {len(outcome.nodes)} nodes failed:\n{faults}"
         )
     what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
-    typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}")
+    typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}", err=as_json)

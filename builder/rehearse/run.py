@@ -10,8 +10,10 @@ on Ctrl-C and on failure, unless ``keep``.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,6 +46,28 @@ PROBE_VALUE = "a b $HOME 'q' \"dq\" ;|&%h ✓"
 DSENV_VALUE = "only in .deepspeed_env: $x %n 'y'"
 USER_SCRIPTS = "/opt/builder-rehearsal"
 SSHD_WAIT = 30.0
+FAILURE_GRACE = 10.0
+# torchrun's error summary: "Root Cause (first observed failure): ... host : node2
+# ... rank : 2 (local_rank: 0) ... exitcode : 3"
+ROOT_CAUSE = re.compile(
+    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+)
+FIND_PROCESS = """
+import base64, os, sys
+script = base64.b64decode(sys.argv[1])
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\\0")
+    except OSError:
+        continue
+    # `python [-flags] SCRIPT ...`: a rank (not a launcher that names the script)
+    if script in argv and os.path.basename(argv[0]).startswith(b"python"):
+        before = argv[1 : argv.index(script)]
+        if all(a.startswith(b"-") and a not in (b"-m", b"-c") for a in before):
+            sys.exit(0)
+sys.exit(1)
+"""
 
 
 @dataclass
@@ -254,6 +278,10 @@ class Rehearsal:
         first = self.nodes[0]
         port = self.spec.image.ssh.port
         for node in self.nodes:
+            state = self._state(node)
+            if state != "running":
+                self.node_fault(node, f"its container stopped ({state}): sshd is gone")
+                continue
             code, out = self.engine.exec(
                 first.container,
                 ["ssh", "-o", "ConnectTimeout=10", node.name, "hostname"],
@@ -274,33 +302,74 @@ class Rehearsal:
         code, output = _stream(argv, self.timeout, self.say)
         self.phase("job")
         if code is None:
-            self.outcome.faults.append(
-                Fault(None, f"the job did not finish within {self.timeout:.0f} s", _tail(output))
-            )
+            hung = self._still_running()
+            for node in hung:
+                self.outcome.faults.append(
+                    Fault(
+                        node.name,
+                        f"still running {self.spec.launch.script} after {self.timeout:.0f} s",
+                        _node_lines(output, node.name),
+                    )
+                )
+            if not hung:
+                self.outcome.faults.append(
+                    Fault(
+                        None, f"the job did not finish within {self.timeout:.0f} s", _tail(output)
+                    )
+                )
         self.judge(output, code, launcher_output=True)
 
     def _run_torchrun_nodes(self) -> None:
-        """torchrun: every node's container runs the same torchrun; wait for all."""
+        """torchrun: every node's container runs the same torchrun; wait for all.
+
+        Once a node fails, the others get a short grace and are then stopped:
+        torchrun agents whose own ranks succeeded can wait minutes at their exit
+        barrier for a peer that is gone. The fault goes to the node torchrun
+        names as the root cause.
+        """
         for node, command in zip(self.nodes, self.plan.commands, strict=True):
             self._start(node, command.argv)
         self.phase("containers up")
         if not self.outcome.ok:
             return
-        deadline = time.monotonic() + self.timeout
-        codes: dict[str, int | None] = {}
-        for node in self.nodes:
-            codes[node.name] = self._wait(node, max(1.0, deadline - time.monotonic()))
+        codes = self._wait_all()
         self.phase("job")
         output = ""  # the ranks' reports: stdout only, where stderr cannot cut into a line
+        failed = any(code not in (None, 0) for code in codes.values())
         for node in self.nodes:
             output += self.engine.logs(node.container, stderr=False)
             logs = self.engine.logs(node.container)
             code = codes[node.name]
-            if code is None:
+            if code is None and not failed:
                 self.node_fault(node, f"still running after {self.timeout:.0f} s", logs)
-            elif code != 0:
-                self.node_fault(node, f"torchrun exited with code {code}", logs)
+            elif code:
+                cause = ROOT_CAUSE.search(logs)
+                if cause:
+                    host, rank, exit_code = cause.groups()
+                    what = f"rank {rank} exited with code {exit_code} (torchrun's root cause)"
+                    self.outcome.faults.append(Fault(host, what, _rank_lines(logs)))
+                else:
+                    self.node_fault(node, f"torchrun exited with code {code}", _rank_lines(logs))
         self.judge(output, 0 if all(c == 0 for c in codes.values()) else 1)
+
+    def _wait_all(self) -> dict[str, int | None]:
+        """Each node's torchrun exit code; None for those still running at the end."""
+        deadline = time.monotonic() + self.timeout
+        codes: dict[str, int | None] = {node.name: None for node in self.nodes}
+        first_failure: float | None = None
+        while True:
+            for node in self.nodes:
+                if codes[node.name] is None:
+                    codes[node.name] = self.engine.exit_code(node.container)
+            now = time.monotonic()
+            if first_failure is None and any(codes.values()):
+                first_failure = now
+                self.say("a node failed; the others get 10 s to stop")
+            if all(code is not None for code in codes.values()) or now > deadline:
+                return codes
+            if first_failure is not None and now > first_failure + FAILURE_GRACE:
+                return codes
+            time.sleep(0.2)
 
     def judge(self, output: str, code: int | None, *, launcher_output: bool = False) -> None:
         if launcher_output and code not in (0, None):
@@ -329,8 +398,16 @@ class Rehearsal:
         except KeyError:
             return "gone"
 
-    def _wait(self, node: Node, timeout: float) -> int | None:
-        return self.engine.wait(node.container, timeout)
+    def _still_running(self) -> list[Node]:
+        """Nodes where a rank still runs the job's script."""
+        # the script's path goes in base64, so this search does not find itself
+        wanted = base64.b64encode(self.spec.launch.script.encode()).decode()
+        return [
+            node
+            for node in self.nodes
+            if self._state(node) == "running"
+            and self.engine.exec(node.container, ["python3", "-c", FIND_PROCESS, wanted])[0] == 0
+        ]
 
     def node_fault(self, node: Node, what: str, logs: str | None = None) -> None:
         if logs is None:
@@ -361,31 +438,31 @@ def _stream(
     """Run argv, passing each output line to say; (exit code or None on timeout, output)."""
     from builder.rehearse.nodes import docker_cli
 
-    process = subprocess.Popen(
+    lines: list[str] = []
+    with subprocess.Popen(
         [docker_cli(), *argv[1:]],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-    )
-    lines: list[str] = []
+    ) as process:
 
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if MARK not in line:  # the probe's reports make the table instead
-                say("  " + line.rstrip("\n"))
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                if MARK not in line:  # the probe's reports make the table instead
+                    say("  " + line.rstrip("\n"))
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        code: int | None = process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        code = None
-    reader.join(5)
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            code: int | None = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            code = None
+        reader.join(5)
     return code, "".join(lines)
 
 
@@ -393,10 +470,23 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def _rank_lines(logs: str) -> str:
+    """A torchrun node's log tail without the agent's own traceback, which would
+    push the ranks' output (and their tracebacks) out of view."""
+    lines = logs.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("Traceback") and "bin/torchrun" in "".join(lines[start + 1 : start + 2]):
+            end = next(
+                (i for i in range(start, len(lines)) if lines[i].startswith("torch.distributed")),
+                start,
+            )
+            lines[start : end + 1] = []
+            break
+    return _tail("\n".join(lines), 25)
+
+
 def _pdsh_failures(output: str) -> list[tuple[str, int]]:
     """pdsh's `pdsh@host: NODE: ssh exited with exit code N` lines: (node, code)."""
-    import re
-
     found = re.findall(r"pdsh@\S+: (\S+): ssh exited with exit code (\d+)", output)
     return [(name, int(code)) for name, code in found]
 

@@ -1,0 +1,89 @@
+"""Wall time of `builder rehearse` per launcher and node count, with its phases.
+
+Each run is the command a user types, `builder rehearse --image IMAGE
+--nodes N --launcher L --json`, timed from start to exit (interpreter start,
+containers up, ssh mesh, the probe job, teardown); its JSON gives the
+phases. The image must already be built (the target is about rehearsing a
+built image): by default builder-test/cpu-deepspeed:it, which the
+integration tests build, else pass --image. The Slurm image (the user's
+image plus slurmctld/slurmd/munge) is made once before the timed runs.
+
+Target on our 2-core machines: a 2-node deepspeed or torchrun rehearsal,
+from nothing to torn down, under 25 s.
+
+    .venv/bin/python bench/rehearse.py [--image REF] [--runs N]
+
+Exit status: 0 when the figures were measured (a missed target is a
+figure); 1 when a rehearsal fails or the image is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _support import BenchError, run_main
+
+DEFAULT_IMAGE = "builder-test/cpu-deepspeed:it"
+CASES = (("deepspeed", 2), ("deepspeed", 3), ("torchrun", 2), ("torchrun", 3), ("slurm", 2))
+TARGET = 25.0
+BUILDER = Path(sys.executable).with_name("builder")
+
+
+def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, float]]:
+    argv = [str(BUILDER), "rehearse", "--image", image, "--nodes", str(nodes)]
+    argv += ["--launcher", launcher, "--json"]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise BenchError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall, json.loads(proc.stdout)["phases"]
+
+
+def measure(args: argparse.Namespace, _scratch: Path) -> None:
+    from builder.engine import Engine
+
+    if not Engine.connect().exists(args.image):
+        raise BenchError(f"image {args.image} is not built: build it or pass --image")
+    print("warm-up: the Slurm image and the engine's caches", file=sys.stderr)
+    rehearse(args.image, "slurm", 2)
+    rehearse(args.image, "deepspeed", 2)
+    print(f"builder rehearse --image {args.image}: median of {args.runs} run(s)\n")
+    print("| launcher | nodes | wall | phases |")
+    print("|---|---|---|---|")
+    verdicts = []
+    for launcher, nodes in CASES:
+        walls, phases = [], []
+        for _ in range(args.runs):
+            wall, phase = rehearse(args.image, launcher, nodes)
+            walls.append(wall)
+            phases.append(phase)
+        wall = statistics.median(walls)
+        typical = phases[walls.index(min(walls, key=lambda w: abs(w - wall)))]
+        shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in typical.items())
+        print(f"| {launcher} | {nodes} | {wall:.1f} s | {shown} |")
+        if nodes == 2 and launcher in ("deepspeed", "torchrun"):
+            verdict = "OK" if wall < TARGET else "MISSED"
+            verdicts.append(
+                f"{launcher} 2 nodes: {wall:.1f} s (target < {TARGET:.0f} s): {verdict}"
+            )
+    print()
+    for verdict in verdicts:
+        print(verdict)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median shown)")
+    return run_main(parser, measure, argv, scratch_prefix="bench-rehearse-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

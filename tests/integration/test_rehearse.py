@@ -1,0 +1,231 @@
+"""`builder rehearse` on the built cpu-deepspeed image: real containers, sshd, pdsh,
+the DeepSpeed launcher, torchrun and a real Slurm cluster, running the commands
+`builder launch` and `builder slurm` emit. Faults are injected for real (sshd
+killed, a package reinstalled at another version by pip, a rank that exits,
+a rank that hangs) and must be reported against the right node. Nothing may
+be left behind: no container, network or volume."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.loader import load_preset
+from builder.rehearse.nodes import LABEL
+from builder.rehearse.run import rehearse
+from tests.integration.conftest import IMAGE, unavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from builder.build import BuildResult
+    from builder.engine import Engine
+    from builder.rehearse.run import Outcome, Rehearsal
+
+pytestmark = pytest.mark.integration
+
+SLOTS = load_preset("cpu-deepspeed").spec.launch.slots
+
+
+def _leftovers(engine: Engine) -> tuple[list[str], list[str], int]:
+    client = engine._client
+    containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": LABEL})]
+    networks = [str(n.name) for n in client.networks.list() if str(n.name).startswith("rehearse-")]
+    return containers, networks, len(client.volumes.list())
+
+
+@pytest.fixture
+def clean(engine: Engine, cpu_image: BuildResult) -> Iterator[None]:
+    """Every test leaves the engine as it found it."""
+    before = _leftovers(engine)
+    yield
+    assert _leftovers(engine) == ([], [], before[2])
+
+
+def run(nodes: int, launcher: str, **options: object) -> Outcome:
+    from builder.engine import Engine
+
+    return rehearse(
+        load_preset("cpu-deepspeed").spec,
+        image=IMAGE,
+        engine=Engine.connect(),
+        nodes=nodes,
+        launcher=launcher,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.usefixtures("clean")
+@pytest.mark.parametrize(
+    ("launcher", "nodes"), [("deepspeed", 2), ("deepspeed", 3), ("torchrun", 2), ("torchrun", 3)]
+)
+def test_probe_passes_on_every_rank(launcher: str, nodes: int) -> None:
+    outcome = run(nodes, launcher)
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    world = nodes * SLOTS
+    assert [row.rank for row in outcome.rows] == list(range(world))
+    assert {row.node for row in outcome.rows} == {f"node{i}" for i in range(1, nodes + 1)}
+    assert {row.sum for row in outcome.rows} == {world * (world + 1) / 2}
+    assert all(not row.problems for row in outcome.rows)
+    names = [name for name, _ in outcome.phases]
+    assert names[0] == "prepare"
+    assert names[-1] == "teardown"
+    assert "job" in names
+
+
+@pytest.mark.usefixtures("clean")
+def test_slurm_runs_the_generated_script_to_completed() -> None:
+    outcome = run(2, "slurm")
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))
+    assert "slurm ready" in [name for name, _ in outcome.phases]
+
+
+def in_node(name: str, command: list[str]) -> object:
+    """An after_start hook that runs command in one node's container."""
+
+    def hook(rehearsal: Rehearsal) -> None:
+        node = next(n for n in rehearsal.nodes if n.name == name)
+        code, out = rehearsal.engine.exec(node.container, command)
+        assert code == 0, out
+
+    return hook
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_node_whose_sshd_dies_is_named() -> None:
+    # sshd is the container's main process: killing it is a node losing sshd
+    outcome = run(2, "deepspeed", after_start=in_node("node2", ["kill", "1"]))
+    assert not outcome.ok
+    (fault,) = outcome.faults
+    assert fault.node == "node2"
+    assert "sshd is gone" in fault.what
+
+
+@pytest.fixture(scope="module")
+def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real wheel of einops at another version than the image's."""
+    folder = tmp_path_factory.mktemp("einops")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
+         "einops==0.8.1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    wheels = list(folder.glob("einops-0.8.1-*.whl"))
+    if not wheels:
+        unavailable(f"cannot download einops 0.8.1: {result.stderr.strip()[-300:]}")
+    return wheels[0]
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_node_with_another_package_version_is_named(other_einops: Path) -> None:
+    def downgrade(rehearsal: Rehearsal) -> None:
+        node = rehearsal.nodes[1]
+        subprocess.run(
+            ["docker", "cp", str(other_einops), f"{node.container}:/tmp/{other_einops.name}"],
+            check=True,
+        )
+        command = ["pip", "install", "-q", "--no-deps", f"/tmp/{other_einops.name}"]
+        code, out = rehearsal.engine.exec(node.container, command)
+        assert code == 0, out
+
+    outcome = run(2, "deepspeed", after_start=downgrade)
+    assert not outcome.ok
+    drift = [f for f in outcome.faults if "environment differs" in f.what]
+    assert [f.node for f in drift] == ["node2"]
+    assert "einops 0.8.1 (on node1: 0.8.2)" in drift[0].what
+
+
+CRASH = """\
+import os, sys
+if os.environ["RANK"] == "2":
+    print("rank 2 gives up", flush=True)
+    sys.exit(3)
+"""
+
+HANG = """\
+import os, time
+if os.uname().nodename == "node2":
+    time.sleep(3600)
+"""
+
+
+@pytest.mark.usefixtures("clean")
+@pytest.mark.parametrize("launcher", ["deepspeed", "torchrun"])
+def test_a_rank_that_exits_names_its_node(launcher: str, tmp_path: Path) -> None:
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH)
+    outcome = run(2, launcher, script=str(script))
+    assert not outcome.ok
+    assert [f.node for f in outcome.faults] == ["node2"]
+    assert "rank 2 gives up" in outcome.faults[0].log_tail
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_hung_rank_names_its_node(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    outcome = run(2, "deepspeed", script=str(script), timeout=20)
+    assert not outcome.ok
+    (fault,) = outcome.faults
+    assert fault.node == "node2"
+    assert "still running" in fault.what
+
+
+@pytest.mark.usefixtures("clean")
+def test_cli_reports_pass_and_fail_with_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["rehearse", "--image", IMAGE, "--launcher", "torchrun", "--json"])
+    assert ok.exit_code == 0, ok.stderr
+    assert '"ok": true' in ok.stdout
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH)
+    failed = runner.invoke(
+        app, ["rehearse", "--image", IMAGE, "--launcher", "torchrun", "--script", str(script)]
+    )
+    assert failed.exit_code == 12
+    assert "- node2: rank 2 exited with code 3 (torchrun's root cause)" in failed.stderr
+    assert "Traceback" not in failed.stderr
+
+
+@pytest.mark.usefixtures("clean")
+def test_ctrl_c_tears_everything_down() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "builder", "rehearse", "--image", IMAGE, "--launcher", "deepspeed"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:  # interrupt once the job runs
+        if line.startswith("job: deepspeed"):
+            break
+    time.sleep(1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+
+
+def test_an_image_without_what_the_launcher_needs_is_refused(
+    engine: Engine, base_image: str
+) -> None:
+    from builder.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"lacks .*pdsh.*deepspeed"):
+        rehearse(
+            load_preset("cpu-deepspeed").spec,
+            image=base_image,
+            engine=engine,
+            nodes=2,
+            launcher="deepspeed",
+        )
+    assert _leftovers(engine)[:2] == ([], [])

@@ -1,0 +1,128 @@
+"""The rehearsal's pure parts: how the emitted commands are adapted, and how the
+probe's reports are read (the real runs are in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from builder.launch.plan import launch_plan
+from builder.loader import load_preset
+from builder.rehearse.nodes import LABEL, Node, adapt_exec, adapt_run
+from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
+from builder.rehearse.run import ROOT_CAUSE, _rank_lines
+
+NODE = Node("node2", "rehearse-1-node2")
+
+
+def test_only_what_a_laptop_lacks_is_changed() -> None:
+    spec = load_preset("cuda-deepspeed").spec
+    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c")
+    emitted = list(plan.commands[1].argv)
+    adapted = adapt_run(emitted, spec, NODE, "rehearse-1", "rehearse-1")
+    assert adapted[:4] == ["docker", "run", "--label", f"{LABEL}=rehearse-1"]
+    assert "--gpus" not in adapted
+    assert "host" not in adapted[adapted.index("--network") + 1]
+    assert adapted[adapted.index("--hostname") + 1] == "node2"
+    assert adapted[adapted.index("--name") + 1] == "rehearse-1-node2"
+    # everything else is the emitted command, in its order
+    kept = [a for a in emitted if a not in ("--gpus", "all", "host", f"builder-{spec.name}")]
+    rest = [a for a in adapted if a in kept]
+    assert rest == [a for a in kept if a in adapted]
+    assert adapted[-1] == "team/t:1"
+    exec_argv = adapt_exec(plan.commands[-1].argv, spec, NODE)
+    assert "rehearse-1-node2" in exec_argv
+    assert f"builder-{spec.name}" not in exec_argv
+
+
+def report(rank: int, node: str, **changes: Any) -> dict[str, Any]:
+    base = {
+        "rank": rank,
+        "local_rank": rank % 2,
+        "world": 4,
+        "node": node,
+        "master": "node1",
+        "env": {"V": "a $b"},
+        "packages": {"torch": "2.13.0"},
+        "sum": 10.0,
+        "error": None,
+    }
+    return {**base, **changes}
+
+
+EXPECTED = Expected(nodes=("node1", "node2"), slots=2, master="node1", env={"V": "a $b"})
+
+
+def test_reports_are_found_behind_prefixes_and_glued_lines() -> None:
+    one, two = (MARK + json.dumps(report(r, "node1")) for r in (0, 1))
+    output = f"node1: noise\nnode1: {one}{two}\nnot json: {MARK}{{broken\n"
+    assert [r["rank"] for r in probe_reports(output)] == [0, 1]
+
+
+def test_a_good_world_passes() -> None:
+    rows, faults = check_reports(
+        [report(0, "node1"), report(1, "node1"), report(2, "node2"), report(3, "node2")],
+        EXPECTED,
+    )
+    assert faults == []
+    assert "FAIL" not in rank_table(rows)
+
+
+def test_each_fault_names_its_node() -> None:
+    reports = [
+        report(0, "node1"),
+        report(1, "node1", env={"V": "a "}),
+        report(2, "node2", packages={"torch": "2.12.0"}),
+    ]
+    rows, faults = check_reports(reports, EXPECTED)
+    found = {(f.node, f.what) for f in faults}
+    assert ("node1", "rank 1: V='a ', expected 'a $b'") in found
+    assert ("node2", "rank(s) 3 never reported") in found
+    assert ("node2", "environment differs: torch 2.12.0 (on node1: 2.13.0)") in found
+    assert ("node2", "local ranks [0], expected 0..1 once each") in found
+    assert "FAIL: V='a '" in rank_table(rows)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"world": 2}, "world size 2, expected 4"),
+        ({"master": "node2"}, "MASTER_ADDR 'node2', expected 'node1'"),
+        ({"sum": 3.0}, "all-reduce sum 3.0, expected 10.0"),
+        ({"error": "RuntimeError: gloo"}, "RuntimeError: gloo"),
+    ],
+)
+def test_rank_checks(change: dict[str, Any], message: str) -> None:
+    reports = [report(r, "node1" if r < 2 else "node2") for r in range(4)]
+    reports[3] = {**reports[3], **change}
+    _, faults = check_reports(reports, EXPECTED)
+    assert [(f.node, f.what) for f in faults] == [("node2", f"rank 3: {message}")]
+
+
+TORCHRUN_FAILURE = """\
+rank 2 gives up
+Traceback (most recent call last):
+  File "/opt/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-21_23:25:41
+  host      : node2
+  rank      : 2 (local_rank: 0)
+  exitcode  : 3 (pid: 20)
+============================================================
+"""
+
+
+def test_torchrun_root_cause_and_the_ranks_lines() -> None:
+    found = ROOT_CAUSE.search(TORCHRUN_FAILURE)
+    assert found is not None
+    assert found.groups() == ("node2", "2", "3")
+    shown = _rank_lines(TORCHRUN_FAILURE)
+    assert "rank 2 gives up" in shown
+    assert "sys.exit(main())" not in shown
+    assert "host      : node2" in shown
