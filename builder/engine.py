@@ -223,6 +223,28 @@ class Engine:
         except NotFound:
             raise KeyError(container) from None
 
+    def follow(self, container: str, *, stderr: bool = True) -> Iterator[bytes]:
+        """The container's output from its start until it stops (attach, not the logs)."""
+        stream: Any = self._client.containers.get(container).attach(
+            stdout=True, stderr=stderr, stream=True, logs=True
+        )
+        return (bytes(chunk) for chunk in stream)
+
+    def container_image(self, container: str) -> str:
+        """The id of the image a container runs; KeyError when there is no such container."""
+        from docker.errors import NotFound
+
+        try:
+            return str(self._client.api.inspect_container(container)["Image"])
+        except NotFound:
+            raise KeyError(container) from None
+
+    def repo_digest(self, reference: str) -> str | None:
+        """name@sha256:... when the engine knows the image from a registry, else None."""
+        attrs: Any = self._client.images.get(reference).attrs
+        digests = attrs.get("RepoDigests") or []
+        return str(digests[0]) if digests else None
+
     def exit_code(self, container: str) -> int | None:
         """The container's exit code, or None while it runs."""
         state: Any = self._client.api.inspect_container(container)["State"]
@@ -252,20 +274,26 @@ class Engine:
         ]
 
     def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None) -> str:
-        """Run a command in a fresh container of image, return its output; remove it."""
-        from docker.errors import ContainerError
+        """Run a command in a fresh container of image, return its output; remove it.
 
+        The output is read from an attach made before the start, not from the
+        logs after the end: this engine may return from `wait` before its log
+        driver has written the last of a short-lived container's output.
+        """
+        container = self._client.containers.create(image, command, entrypoint=entrypoint)
         try:
-            output = self._client.containers.run(
-                image, command, entrypoint=entrypoint, remove=True, stdout=True, stderr=True
-            )
-        except ContainerError as exc:
-            raw: Any = exc.stderr
-            stderr = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+            stream: Any = container.attach(stdout=True, stderr=True, stream=True, logs=True)
+            container.start()
+            output = b"".join(bytes(chunk) for chunk in stream)
+            status = int(container.wait().get("StatusCode", -1))
+        finally:
+            container.remove(force=True)
+        text = output.decode(errors="replace")
+        if status != 0:
             raise BuildError(
-                f"{' '.join(command)} exited {exc.exit_status} in {image}: {stderr.strip()}"
-            ) from None
-        return bytes(output).decode(errors="replace")
+                f"{' '.join(command)[:200]} exited {status} in {image}: {text.strip()}"
+            )
+        return text
 
 
 def _reason(exc: BaseException) -> str:
