@@ -90,6 +90,12 @@ class RehearsalFailed(BuilderError):
     exit_code = 12
 
 
+class DriftFound(BuilderError):
+    """verify or diff found environments that differ."""
+
+    exit_code = 13
+
+
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
 
@@ -107,6 +113,7 @@ EXIT_CODES: dict[str, int] = {
         EngineUnavailable,
         BuildError,
         RehearsalFailed,
+        DriftFound,
         Interrupted,
     )
 }

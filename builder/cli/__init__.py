@@ -70,5 +70,6 @@ def main() -> None:
 from builder.cli import image  # noqa: E402, I001
 from builder.cli import cluster  # noqa: E402
 from builder.cli import rehearse  # noqa: E402
+from builder.cli import environment  # noqa: E402
 
-__all__ = ["app", "cluster", "image", "main", "rehearse"]
+__all__ = ["app", "cluster", "environment", "image", "main", "rehearse"]

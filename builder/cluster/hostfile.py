@@ -88,6 +88,27 @@ def require_hostfile(path: Path) -> None:
         )
 
 
+def read_hostfile(path: Path) -> list[Host]:
+    """The hosts of a hostfile, read as DeepSpeed reads it (blank and # lines skipped);
+    a missing file, a bad line or a duplicate host is an error naming the line."""
+    require_hostfile(path)
+    hosts: list[Host] = []
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"(\S+)\s+slots=(\d+)", line)
+        if match is None:
+            raise UsageError(f"{path}:{number}: {raw!r} is not `host slots=N`")
+        hosts.append(Host(match.group(1), int(match.group(2))))
+    if not hosts:
+        raise UsageError(f"{path} names no host")
+    twice = sorted(name for name, count in Counter(h.name for h in hosts).items() if count > 1)
+    if twice:
+        raise UsageError(f"{path}: {', '.join(twice)} listed more than once")
+    return hosts
+
+
 def choose_hosts(
     *,
     spec_nodes: tuple[str, ...] | None,

@@ -1,0 +1,176 @@
+"""Commands about environments being the same everywhere: lock, fingerprint, verify, diff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from builder.cli import app
+
+# typer resolves the annotations at run time, so these stay real imports
+from builder.cli.options import (
+    ForceOpt,
+    ImageOpt,
+    JsonOpt,
+    PresetOpt,
+    SpecArg,
+    image_ref,
+    stack_of,
+)
+
+if TYPE_CHECKING:
+    from builder.fingerprint import Fingerprint
+
+
+@app.command()
+def lock(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--output", "-o", help="Lock file (default: stack.lock beside the spec)."),
+    ] = None,
+    force: ForceOpt = True,
+) -> None:
+    """Write stack.lock: the base digest, every Python and Debian package of the built image."""
+    from builder.engine import Engine
+    from builder.errors import UsageError
+    from builder.lock import lock_path, take_lock
+    from builder.output import write_files
+
+    stack = stack_of(spec, preset)
+    target = output or (lock_path(spec) if spec is not None else None)
+    if target is None:
+        raise UsageError("a preset has no folder for its lock: pass -o FILE.lock")
+    taken = take_lock(stack, Engine.connect(), image_ref(stack, image))
+    from builder.context import OutputFile
+
+    write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=force)
+    typer.echo(
+        f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "
+        f"packages over {taken.base.reference}",
+        err=True,
+    )
+
+
+@app.command()
+def fingerprint(
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Argument(help="Image name:tag (or use --container)."),
+    ] = None,
+    container: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--container", help="A running container instead of an image."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an environment's fingerprint: OS, Python, packages, torch build, NCCL/HCCL, env."""
+    from builder.engine import Engine
+    from builder.errors import UsageError
+    from builder.fingerprint import of_container, of_image
+
+    if (image is None) == (container is None):
+        raise UsageError("give an image or --container NAME (one of them)")
+    engine = Engine.connect()
+    found = of_container(engine, container) if container else of_image(engine, image or "")
+    typer.echo(json.dumps(found.as_data(), indent=2) if as_json else found.summary(), nl=as_json)
+
+
+@app.command()
+def verify(
+    hostfile: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--hostfile", help="Reach every host of this hostfile over ssh."),
+    ] = None,
+    ssh_config: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--ssh-config", help="ssh -F file (default: ssh_config beside the hostfile)."),
+    ] = None,
+    containers: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--containers", help="Comma-separated running containers (docker exec)."),
+    ] = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="Also compare every node with this image."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fingerprint every node and show what differs; exit 13 when anything does."""
+    from builder.engine import Engine
+    from builder.errors import UsageError
+    from builder.fingerprint import of_image
+    from builder.fingerprint.sources import of_containers, of_hosts
+
+    if (hostfile is None) == (containers is None):
+        raise UsageError("say which nodes: --hostfile FILE or --containers a,b,c (one of them)")
+    engine = Engine.connect() if containers or image else None
+    if containers:
+        assert engine is not None
+        names = [name.strip() for name in containers.split(",") if name.strip()]
+        nodes = of_containers(engine, names)
+    else:
+        assert hostfile is not None
+        nodes = of_hosts(hostfile, ssh_config)
+    reference = of_image(engine, image) if engine is not None and image else None
+    _report(nodes, reference, as_json=as_json, what="nodes")
+
+
+@app.command()
+def diff(
+    first: Annotated[str, typer.Argument(help="Image, container:NAME or FILE.lock.")],
+    second: Annotated[str, typer.Argument(help="Image, container:NAME or FILE.lock.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two environments (images, containers or a lock); exit 13 when they differ."""
+    from builder.engine import Engine
+    from builder.fingerprint.sources import of_reference
+
+    engine = Engine.connect()
+    _report([of_reference(engine, first), of_reference(engine, second)], None,
+            as_json=as_json, what="environments")  # fmt: skip
+
+
+def _report(
+    prints: list[Fingerprint], reference: Fingerprint | None, *, as_json: bool, what: str
+) -> None:
+    from builder.errors import DriftFound
+    from builder.fingerprint import difference_table, differences
+
+    sources, table = differences(prints, reference=reference)
+    if as_json:
+        data = {
+            "same": not table,
+            "digests": {p.source: p.digest for p in prints},
+            "differences": table,
+            "sources": sources,
+        }
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        for p in ([reference] if reference else []) + prints:
+            typer.echo(f"{p.digest}  {p.source}")
+        if table:
+            typer.echo("")
+            typer.echo(difference_table(sources, table), nl=False)
+    if table:
+        raise DriftFound(_blame(sources, table, what))
+    typer.echo(f"ok: the {len(prints)} {what} are the same", err=as_json)
+
+
+def _blame(sources: list[str], table: dict[str, list[str]], what: str) -> str:
+    """Which sources stand out from the first (the reference when there is one)."""
+    odd: dict[str, list[str]] = {}
+    for field, values in table.items():
+        for source, value in zip(sources[1:], values[1:], strict=True):
+            if value not in (values[0], "-"):
+                odd.setdefault(source, []).append(f"{field} {value} ({sources[0]}: {values[0]})")
+    lines = [
+        f"{source}: {'; '.join(items[:5])}" + (f"; and {len(items) - 5} more" if items[5:] else "")
+        for source, items in odd.items()
+    ]
+    return f"the {what} differ in {len(table)} field(s):\n" + "\n".join(f"- {x}" for x in lines)
