@@ -168,15 +168,24 @@ def build_image(
     from builder.recipe import image_recipe
 
     stack = with_base(stack, inputs)
-    return run_build(
-        docker_context(image_recipe(stack, inputs)),
-        reference or f"{stack.spec.image.name}:{stack.spec.image.tag}",
-        log_name=stack.spec.name,
-        build_args=build_args,
-        nocache=nocache,
-        progress=progress,
-        engine=engine,
-    )
+    try:
+        return run_build(
+            docker_context(image_recipe(stack, inputs)),
+            reference or f"{stack.spec.image.name}:{stack.spec.image.tag}",
+            log_name=stack.spec.name,
+            build_args=build_args,
+            nocache=nocache,
+            progress=progress,
+            engine=engine,
+        )
+    except BuildError as exc:
+        if inputs.lock is None:
+            raise
+        raise BuildError(
+            f"{exc}\nThis build installs exactly the lock: a locked version that can no "
+            "longer be installed fails here. Build with --no-lock, then `builder lock` again.",
+            exc.created,
+        ) from None
 
 
 def run_build(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.loader import Stack
+    from builder.lock import Lock
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
 # PEP 427: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
@@ -50,6 +51,8 @@ class BuildInputs:
     pip_index_url: str | None = None
     pip_extra_index_urls: tuple[str, ...] = ()
     wheels: tuple[Wheel, ...] = ()
+    lock: Lock | None = None
+    """The stack's lock: build exactly its packages (see builder.lock)."""
 
     def wheel_for(self, name: str, version: str) -> Wheel | None:
         """The wheelhouse's wheel of name==version, if it has one."""

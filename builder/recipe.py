@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
@@ -26,6 +27,10 @@ from builder.steps import (
     BUILD_DIR,
     CA_FILE,
     CA_TARGET,
+    LOCK_CHECK_FILE,
+    LOCK_CHECK_TARGET,
+    LOCK_FILE,
+    LOCK_TARGET,
     REQUIREMENTS_FILE,
     REQUIREMENTS_TARGET,
     TRUSTED_CA,
@@ -93,12 +98,19 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
     ]
     ssh = image.ssh.enabled
     env = {"VIRTUAL_ENV": VENV, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    cleanup = [f"rm -rf {BUILD_DIR}"] if requirements is not None or inputs.wheels else []
+    if inputs.lock is not None:
+        files.append(ContextFile(LOCK_FILE, LOCK_TARGET, 0o644, inputs.lock.constraints()))
+        check = (Path(__file__).with_name("lock_check.py")).read_text()
+        files.append(ContextFile(LOCK_CHECK_FILE, LOCK_CHECK_TARGET, 0o644, check))
+    staged = requirements is not None or inputs.wheels or inputs.lock is not None
+    cleanup = [f"rm -rf {BUILD_DIR}"] if staged else []
     cleanup += [f"rm -f {CA_TARGET}"] if inputs.ca_pem is not None else []
     return Recipe(
         name=stack.spec.name,
         source=stack.source,
-        base=resolved.base,
+        base=inputs.lock.base.digest
+        if inputs.lock is not None and inputs.lock.base.digest
+        else resolved.base,
         system=tuple(system_steps(image, resolved, inputs)),
         python=tuple(python_steps(image, resolved, inputs, requirements=requirements is not None)),
         cleanup=tuple(cleanup),

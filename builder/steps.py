@@ -25,6 +25,10 @@ REQUIREMENTS_FILE = "requirements.txt"
 REQUIREMENTS_TARGET = f"{BUILD_DIR}/requirements.txt"
 WHEELS_DIR = "wheels"
 WHEELS_TARGET = f"{BUILD_DIR}/wheels"
+LOCK_FILE = "lock.txt"
+LOCK_TARGET = f"{BUILD_DIR}/lock.txt"
+LOCK_CHECK_FILE = "lock-check.py"
+LOCK_CHECK_TARGET = f"{BUILD_DIR}/lock-check.py"
 CA_FILE = "builder-ca.pem"
 CA_TARGET = "/tmp/builder-ca.pem"
 TORCH_DIR = "/opt/torch"
@@ -112,9 +116,10 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
 def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs) -> list[Step]:
     """OS packages and the user account: the stage the final image starts from."""
     trust = inputs.trust_ca and inputs.ca_pem is not None
-    install = list(
-        apt_install(apt_packages(image, resolved), ca_file=TRUSTED_CA if trust else None)
-    )
+    packages = apt_packages(image, resolved)
+    if inputs.lock is not None:  # exactly the locked set, at the locked versions
+        packages = [f"{name}={version}" for name, version in sorted(inputs.lock.apt.items())]
+    install = list(apt_install(packages, ca_file=TRUSTED_CA if trust else None))
     if image.ssh.enabled:
         # openssh-server's postinst makes host keys: drop them in this same
         # layer, or every container of the image would share (and leak) them.
@@ -123,6 +128,7 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
         install.append("update-ca-certificates")
     copies = ((CA_FILE, TRUSTED_CA),) if trust else ()
     note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
+    note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
@@ -152,39 +158,53 @@ def python_steps(
 ) -> list[Step]:
     """The venv, in order of how rarely each part changes; user requirements last."""
     steps = []
+    locked = inputs.lock is not None
+    pip = f"{PIP} -c {LOCK_TARGET}" if locked else PIP
     if resolved.deepspeed and resolved.accelerator is Accelerator.gaudi:
         # pip clones the HabanaAI fork; git is needed only while building.
         steps.append(Step("build-only tools", apt_install(["git"])))
     flags = " --system-site-packages" if resolved.system_site_packages else ""
     note = " (sees Habana's torch in the system site-packages)" if flags else ""
     # The wheelhouse lives in this stage only: no wheel reaches the final image.
-    wheels = ((f"{WHEELS_DIR}/", f"{WHEELS_TARGET}/"),) if inputs.wheels else ()
+    copies: tuple[tuple[str, str], ...] = ()
+    if inputs.wheels:
+        copies += ((f"{WHEELS_DIR}/", f"{WHEELS_TARGET}/"),)
+    if locked:  # pip is held to the lock from the first install on
+        copies += ((LOCK_FILE, LOCK_TARGET), (LOCK_CHECK_FILE, LOCK_CHECK_TARGET))
+        note += " (pip constrained to the lock)"
     steps.append(
         Step(
             f"the virtual environment{note}",
             (f"python3 -m venv{flags} {VENV}",),
-            copies=wheels,
+            copies=copies,
         )
     )
     if resolved.torch:
-        steps.append(_torch_step(resolved, inputs))
+        steps.append(_torch_step(resolved, inputs, pip))
     if resolved.deepspeed:
-        steps.append(_deepspeed_step(resolved))
+        steps.append(_deepspeed_step(resolved, pip))
     if image.pip:
         packages = " ".join(shlex.quote(p) for p in image.pip)
-        steps.append(Step("extra pip packages", (f"{PIP} {packages}",)))
+        steps.append(Step("extra pip packages", (f"{pip} {packages}",)))
     if requirements:
         steps.append(
             Step(
                 "the stack's requirements (last: they change most)",
-                (f"{PIP} -r {REQUIREMENTS_TARGET}",),
+                (f"{pip} -r {REQUIREMENTS_TARGET}",),
                 copies=((REQUIREMENTS_FILE, REQUIREMENTS_TARGET),),
+            )
+        )
+    if locked:
+        steps.append(
+            Step(
+                "exactly the locked Python packages, or the build fails",
+                (f"{VENV}/bin/python {LOCK_CHECK_TARGET} {LOCK_TARGET}",),
             )
         )
     return steps
 
 
-def _torch_step(resolved: ResolvedImage, inputs: BuildInputs) -> Step:
+def _torch_step(resolved: ResolvedImage, inputs: BuildInputs, pip: str) -> Step:
     """torch and its dependencies in a folder of their own, seen by the venv through a .pth.
 
     They are most of the venv's size (GBs with CUDA), so the final image
@@ -195,11 +215,11 @@ def _torch_step(resolved: ResolvedImage, inputs: BuildInputs) -> Step:
     if wheel is not None:
         # the wheelhouse's file itself, never an index's torch (PyPI's Linux
         # torch is the multi-GB CUDA build); dependencies from the indexes
-        install = f"{PIP} --target {TORCH_DIR} {WHEELS_TARGET}/{shlex.quote(wheel.filename)}"
+        install = f"{pip} --target {TORCH_DIR} {WHEELS_TARGET}/{shlex.quote(wheel.filename)}"
         comment = f"torch {resolved.torch} from the wheelhouse, in its own layer"
     else:
         index = shlex.quote(resolved.torch_index or "")
-        install = f"{PIP} --target {TORCH_DIR} --index-url {index} torch=={resolved.torch}"
+        install = f"{pip} --target {TORCH_DIR} --index-url {index} torch=={resolved.torch}"
         comment = f"torch {resolved.torch} and its dependencies, in their own layer"
     purelib = f"{VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
     link = f'echo {TORCH_DIR} > "$({purelib})/torch-layer.pth"'
@@ -209,7 +229,7 @@ def _torch_step(resolved: ResolvedImage, inputs: BuildInputs) -> Step:
     return Step(comment, (install, trim, link))
 
 
-def _deepspeed_step(resolved: ResolvedImage) -> Step:
+def _deepspeed_step(resolved: ResolvedImage, pip: str) -> Step:
     if resolved.accelerator is Accelerator.gaudi:
         target = HABANA_DEEPSPEED.format(tag=resolved.deepspeed)
     else:
@@ -217,7 +237,7 @@ def _deepspeed_step(resolved: ResolvedImage) -> Step:
     return Step(
         f"DeepSpeed {resolved.deepspeed} (ops are built just in time, not here)",
         (
-            f"{PIP} {' '.join(BUILD_TOOLS)}",
-            f"DS_BUILD_OPS=0 {PIP} --no-build-isolation {shlex.quote(target)}",
+            f"{pip} {' '.join(BUILD_TOOLS)}",
+            f"DS_BUILD_OPS=0 {pip} --no-build-isolation {shlex.quote(target)}",
         ),
     )

@@ -118,21 +118,35 @@ def build(
         typer.Option("--build-arg", help="KEY=VALUE passed to the build; repeatable."),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
+    no_lock: Annotated[
+        bool, typer.Option("--no-lock", help="Ignore stack.lock beside the spec.")
+    ] = False,
     progress: Annotated[
         str, typer.Option("--progress", help="auto, tty (live view), plain (CI logs) or quiet.")
     ] = "auto",
 ) -> None:
-    """Build the image through the Docker engine; tag it only if every step succeeds."""
+    """Build the image through the Docker engine; tag it only if every step succeeds.
+
+    With stack.lock beside stack.yaml, exactly the locked packages are installed."""
     from builder.build import build_image
+    from builder.engine import Engine
+    from builder.lock import with_lock
     from builder.progress import progress_for
 
     stack = stack_of(spec, preset)
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
+    engine = Engine.connect()
+    if not no_lock:
+        inputs = with_lock(stack, inputs, spec, engine)
+        if inputs.lock is not None:
+            typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
+                       f"{len(inputs.lock.apt)} Debian packages)", err=True)  # fmt: skip
     result = build_image(
         stack,
         inputs,
+        engine=engine,
         reference=tag,
         build_args=key_values(build_arg or [], "--build-arg"),
         nocache=no_cache,
