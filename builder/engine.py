@@ -223,12 +223,10 @@ class Engine:
         except NotFound:
             raise KeyError(container) from None
 
-    def follow(self, container: str, *, stderr: bool = True) -> Iterator[bytes]:
-        """The container's output from its start until it stops (attach, not the logs)."""
-        stream: Any = self._client.containers.get(container).attach(
-            stdout=True, stderr=stderr, stream=True, logs=True
-        )
-        return (bytes(chunk) for chunk in stream)
+    def container_ip(self, container: str, network: str) -> str:
+        """The container's address on a network."""
+        attrs: Any = self._client.api.inspect_container(container)
+        return str(attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
 
     def container_image(self, container: str) -> str:
         """The id of the image a container runs; KeyError when there is no such container."""
@@ -276,22 +274,24 @@ class Engine:
     def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None) -> str:
         """Run a command in a fresh container of image, return its output; remove it.
 
-        The output is read from an attach made before the start, not from the
-        logs after the end: this engine may return from `wait` before its log
-        driver has written the last of a short-lived container's output.
+        The command runs by `exec` in a container kept idle by sh: this engine
+        may return from `wait` before its log driver has written the last of a
+        short-lived container's output, while an exec's output is complete.
         """
-        container = self._client.containers.create(image, command, entrypoint=entrypoint)
+        argv = [*(entrypoint or self.image(image).entrypoint), *command]
+        container = self._client.containers.create(
+            image, ["-c", "trap 'exit 0' TERM; while :; do sleep 1; done"], entrypoint=["sh"]
+        )
         try:
-            stream: Any = container.attach(stdout=True, stderr=True, stream=True, logs=True)
             container.start()
-            output = b"".join(bytes(chunk) for chunk in stream)
-            status = int(container.wait().get("StatusCode", -1))
+            result = container.exec_run(argv)
         finally:
             container.remove(force=True)
-        text = output.decode(errors="replace")
-        if status != 0:
+        raw: Any = result.output or b""
+        text = bytes(raw).decode(errors="replace")
+        if result.exit_code:
             raise BuildError(
-                f"{' '.join(command)[:200]} exited {status} in {image}: {text.strip()}"
+                f"{' '.join(argv)[:200]} exited {result.exit_code} in {image}: {text.strip()}"
             )
         return text
 

@@ -133,6 +133,7 @@ def main() -> None:
         "tools": {"pdsh": tool(["pdsh", "-V"]), "ssh": tool(["ssh", "-V"])},
     }
     json.dump(report, sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
 
 
 if __name__ == "__main__":

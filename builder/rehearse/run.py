@@ -332,19 +332,13 @@ class Rehearsal:
         self.phase("containers up")
         if not self.outcome.ok:
             return
-        # followed from the start: after `wait`, the engine's logs may still lack the end
-        streams = {
-            (node.name, stderr): _Follow(self.engine, node.container, stderr=stderr)
-            for node in self.nodes
-            for stderr in (False, True)
-        }
         codes = self._wait_all()
         self.phase("job")
         output = ""  # the ranks' reports: stdout only, where stderr cannot cut into a line
         failed = any(code not in (None, 0) for code in codes.values())
         for node in self.nodes:
-            output += streams[node.name, False].text()
-            logs = streams[node.name, True].text()
+            output += self.engine.logs(node.container, stderr=False)
+            logs = self.engine.logs(node.container)
             code = codes[node.name]
             if code is None and not failed:
                 self.node_fault(node, f"still running after {self.timeout:.0f} s", logs)
@@ -470,31 +464,6 @@ def _stream(
             code = None
         reader.join(5)
     return code, "".join(lines)
-
-
-class _Follow:
-    """A container's output as it comes (stdout, or stdout and stderr), on a thread."""
-
-    def __init__(self, engine: Engine, container: str, *, stderr: bool) -> None:
-        self._chunks: list[bytes] = []
-        self._failed = False
-        self._engine, self._container, self._stderr = engine, container, stderr
-
-        def pump() -> None:
-            try:
-                self._chunks.extend(engine.follow(container, stderr=stderr))
-            except Exception:  # the engine refused the attach: the logs will do
-                self._failed = True
-
-        self._thread = threading.Thread(target=pump, daemon=True)
-        self._thread.start()
-
-    def text(self) -> str:
-        """What came so far; waits a little for the end when the container has stopped."""
-        self._thread.join(10)
-        if self._failed:
-            return self._engine.logs(self._container, stderr=self._stderr)
-        return b"".join(self._chunks).decode(errors="replace")
 
 
 def _tail(text: str, lines: int = 15) -> str:
