@@ -152,7 +152,9 @@ def _report(
         }
         typer.echo(json.dumps(data, indent=2))
     else:
-        for p in ([reference] if reference else []) + prints:
+        if reference:
+            typer.echo(f"{reference.digest}  {reference.source} (reference; env not compared)")
+        for p in prints:
             typer.echo(f"{p.digest}  {p.source}")
         if table:
             typer.echo("")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from builder.build import BuildResult
     from builder.engine import Engine
+    from builder.rehearse.run import Outcome
 
 BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
 CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
@@ -136,3 +137,33 @@ def saved_layers(engine: Engine, image: str) -> Iterator[tuple[str, tarfile.TarF
                 assert member is not None
                 with tarfile.open(fileobj=member) as layer:
                     yield name, layer
+
+
+@pytest.fixture(scope="session")
+def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real wheel of einops at another version than the image's."""
+    folder = tmp_path_factory.mktemp("einops")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
+         "einops==0.8.1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    wheels = list(folder.glob("einops-0.8.1-*.whl"))
+    if not wheels:
+        unavailable(f"cannot download einops 0.8.1: {result.stderr.strip()[-300:]}")
+    return wheels[0]
+
+
+def run(nodes: int, launcher: str, **options: object) -> Outcome:
+    """A rehearsal of the cpu-deepspeed preset on the built image (IMAGE)."""
+    from builder.engine import Engine
+    from builder.rehearse.run import rehearse
+
+    return rehearse(
+        load_preset("cpu-deepspeed").spec,
+        image=IMAGE,
+        engine=Engine.connect(),
+        nodes=nodes,
+        launcher=launcher,
+        **options,  # type: ignore[arg-type]
+    )

@@ -20,7 +20,7 @@ from builder.cli import app
 from builder.loader import load_preset
 from builder.rehearse.nodes import LABEL
 from builder.rehearse.run import rehearse
-from tests.integration.conftest import IMAGE, unavailable
+from tests.integration.conftest import IMAGE, run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.rehearse.run import Outcome, Rehearsal
+    from builder.rehearse.run import Rehearsal
 
 pytestmark = pytest.mark.integration
 
@@ -48,19 +48,6 @@ def clean(engine: Engine, cpu_image: BuildResult) -> Iterator[None]:
     before = _leftovers(engine)
     yield
     assert _leftovers(engine) == ([], [], before[2])
-
-
-def run(nodes: int, launcher: str, **options: object) -> Outcome:
-    from builder.engine import Engine
-
-    return rehearse(
-        load_preset("cpu-deepspeed").spec,
-        image=IMAGE,
-        engine=Engine.connect(),
-        nodes=nodes,
-        launcher=launcher,
-        **options,  # type: ignore[arg-type]
-    )
 
 
 @pytest.mark.usefixtures("clean")
@@ -108,21 +95,6 @@ def test_a_node_whose_sshd_dies_is_named() -> None:
     (fault,) = outcome.faults
     assert fault.node == "node2"
     assert "sshd is gone" in fault.what
-
-
-@pytest.fixture(scope="module")
-def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real wheel of einops at another version than the image's."""
-    folder = tmp_path_factory.mktemp("einops")
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
-         "einops==0.8.1"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    wheels = list(folder.glob("einops-0.8.1-*.whl"))
-    if not wheels:
-        unavailable(f"cannot download einops 0.8.1: {result.stderr.strip()[-300:]}")
-    return wheels[0]
 
 
 @pytest.mark.usefixtures("clean")

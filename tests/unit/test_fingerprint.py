@@ -1,0 +1,86 @@
+"""Comparing fingerprints: which fields differ, what a lock or a reference image covers,
+and the collector itself, run by this machine's python."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from builder.fingerprint import (
+    COLLECTOR,
+    PARTIAL,
+    Fingerprint,
+    difference_table,
+    differences,
+    parse_collected,
+)
+
+
+def record(source: str, **changes: Any) -> Fingerprint:
+    data: dict[str, Any] = {
+        "os": {"id": "debian", "version_id": "12"},
+        "python": "3.11.2",
+        "packages": {"torch": "2.13.0", "einops": "0.8.2"},
+        "apt": {"pdsh": "2.34", "bash": "5.2"},
+        "env": {"NCCL_DEBUG": "WARN"},
+        "tools": {"pdsh": "pdsh-2.34"},
+        "spec_hash": "abc",
+    }
+    for key, value in changes.items():
+        data[key] = value
+    return Fingerprint(source, data)
+
+
+def test_same_records_have_no_differences_and_one_digest() -> None:
+    sources, table = differences([record("a"), record("b")])
+    assert sources == ["a", "b"]
+    assert table == {}
+    assert record("a").digest == record("b").digest
+
+
+def test_a_changed_package_and_a_missing_one_are_named() -> None:
+    b = record("b", packages={"torch": "2.13.0", "einops": "0.8.1", "extra": "1"})
+    _, table = differences([record("a"), b])
+    assert table == {
+        "python package einops": ["0.8.2", "0.8.1"],
+        "python package extra": ["missing", "1"],
+    }
+    assert record("a").digest != b.digest
+    shown = difference_table(["a", "b"], table)
+    assert shown.splitlines()[1].split() == ["python", "package", "einops", "0.8.2", "0.8.1"]
+
+
+def test_a_lock_covers_python_fully_and_apt_only_where_it_pins() -> None:
+    lock = Fingerprint(
+        "stack.lock",
+        {"packages": {"torch": "2.13.0", "einops": "0.8.2"}, "apt": {"pdsh": "2.34"},
+         "spec_hash": "abc", PARTIAL: ["apt"]},
+    )  # fmt: skip
+    _, table = differences([lock, record("image")])
+    assert table == {}  # no OS, env or base packages in a lock: not compared
+    _, table = differences([lock, record("image", apt={"pdsh": "2.35", "bash": "5.2"})])
+    assert table == {"apt package pdsh": ["2.34", "2.35"]}
+
+
+def test_a_reference_image_is_not_compared_on_run_time_env() -> None:
+    nodes = [record("n1", env={"NCCL_DEBUG": "INFO"}), record("n2", env={"NCCL_DEBUG": "INFO"})]
+    sources, table = differences(nodes, reference=record("img"))
+    assert sources == ["image img", "n1", "n2"]
+    assert table == {}
+    nodes[1] = record("n2", env={"NCCL_DEBUG": "WARN"})
+    _, table = differences(nodes, reference=record("img"))
+    assert table == {"env NCCL_DEBUG": ["-", "INFO", "WARN"]}
+
+
+def test_the_collector_runs_on_this_python_and_parses() -> None:
+    out = subprocess.run(
+        [sys.executable, "-"], input=COLLECTOR.read_text(), capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    found = parse_collected("here", out, "hash")
+    assert found.data["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert found.data["packages"]["typer"]
+    assert found.data["spec_hash"] == "hash"
+    assert json.loads(out)["os"]
