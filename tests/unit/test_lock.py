@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -76,14 +75,23 @@ def test_a_locked_recipe_pins_everything() -> None:
 
 
 CHECK = Path(__file__).parents[2] / "builder" / "lock_check.py"
+LIST = """
+import re
+from importlib import metadata
+seen = {}
+for dist in metadata.distributions():
+    if dist.metadata["Name"]:
+        seen.setdefault(re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(), dist.version)
+print("\\n".join(f"{name}=={version}" for name, version in seen.items()))
+"""
 
 
 def test_the_in_image_check_passes_exactly_and_names_each_difference(tmp_path: Path) -> None:
-    installed: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            installed.setdefault(name.lower().replace("_", "-").replace(".", "-"), dist.version)
+    # what a fresh interpreter sees (this test process may have extra paths on sys.path)
+    listing = subprocess.run(
+        [sys.executable, "-c", LIST], capture_output=True, text=True, check=True
+    ).stdout
+    installed = dict(line.split("==", 1) for line in listing.splitlines())
     exact = tmp_path / "exact.txt"
     exact.write_text("".join(f"{n}=={v}\n" for n, v in sorted(installed.items())))
     ok = subprocess.run(
