@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from builder.build import BuildResult
     from builder.engine import Engine
+    from builder.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
 
 pytestmark = pytest.mark.integration
@@ -201,3 +202,49 @@ def test_an_image_without_what_the_launcher_needs_is_refused(
             launcher="deepspeed",
         )
     assert _leftovers(engine)[:2] == ([], [])
+
+
+@pytest.fixture(scope="module")
+def openmpi_image(engine: Engine, inputs: BuildInputs) -> str:
+    """cpu-deepspeed with image.openmpi: true, built for real."""
+    from dataclasses import replace
+
+    from builder.build import build_image
+    from builder.loader import Stack
+
+    stack = load_preset("cpu-deepspeed")
+    spec = replace(stack.spec, image=replace(stack.spec.image, openmpi=True))
+    reference = "builder-test/cpu-openmpi:it"
+    build_image(Stack(spec, stack.source, stack.root, stack.preset), inputs,
+                reference=reference, engine=engine)  # fmt: skip
+    return reference
+
+
+@pytest.mark.usefixtures("clean")
+def test_mpirun_where_the_image_has_openmpi(engine: Engine, openmpi_image: str) -> None:
+    from dataclasses import replace
+
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, image=replace(spec.image, openmpi=True))
+    outcome = rehearse(spec, image=openmpi_image, engine=engine, nodes=2, launcher="mpirun")
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))
+    assert {row.local_rank for row in outcome.rows} == set(range(SLOTS))
+
+
+def test_keep_leaves_the_cluster_up_until_removed(engine: Engine, cpu_image: BuildResult) -> None:
+    outcome = run(2, "torchrun", keep=True)
+    assert outcome.ok
+    assert outcome.kept is not None
+    containers, networks, _ = _leftovers(engine)
+    try:
+        assert len(containers) == 2
+        assert len(networks) == 1
+    finally:
+        for name in containers:
+            engine.remove_container(name)
+        for network in networks:
+            engine.remove_network(network)
+        import shutil
+
+        shutil.rmtree(outcome.kept, ignore_errors=True)
