@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from builder.spec import Accelerator
 from builder.stacks import DOCKER_RUN_FLAGS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from builder.spec import Spec
 
@@ -81,15 +82,34 @@ def adapt_exec(argv: Sequence[str], spec: Spec, node: Node) -> list[str]:
 
 
 def run_docker(
-    argv: Sequence[str], *, timeout: float | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run a `docker ...` argv with the CLI; output (stdout and stderr) in .stdout."""
-    return subprocess.run(
+    argv: Sequence[str], timeout: float, on_line: Callable[[str], None] | None = None
+) -> tuple[int | None, str]:
+    """Run a `docker ...` argv with the CLI, each output line (stdout and stderr) to
+    on_line as it comes: (exit code, or None when it ran past timeout and was killed;
+    the output)."""
+    lines: list[str] = []
+    with subprocess.Popen(
         [docker_cli(), *argv[1:]],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        timeout=timeout,
-        check=False,
-    )
+    ) as process:
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            code: int | None = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            code = None
+        reader.join(5)
+    return code, "".join(lines)

@@ -15,9 +15,7 @@ import contextlib
 import json
 import re
 import shutil
-import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -79,7 +77,6 @@ class Outcome:
     phases: list[tuple[str, float]] = field(default_factory=list)
     rows: list[RankRow] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
-    probe: bool = True
     kept: str | None = None
 
     @property
@@ -129,7 +126,7 @@ class Rehearsal:
         self.folder = Path(tempfile.mkdtemp(prefix=f"builder-{self.id}-"))
         self.probe = script is None
         self.spec = self._rehearsal_spec(spec, script, tuple(args))
-        self.outcome = Outcome(launcher, tuple(n.name for n in self.nodes), probe=self.probe)
+        self.outcome = Outcome(launcher, tuple(n.name for n in self.nodes))
         self._clock = time.monotonic()
         self.after_start: Callable[[Rehearsal], None] | None = None
         """Called once the nodes are up, before the job (the tests inject faults here)."""
@@ -240,11 +237,10 @@ class Rehearsal:
 
     def _start(self, node: Node, argv: Sequence[str]) -> None:
         adapted = adapt_run(argv, self.spec, node, self.network, self.id)
-        result = run_docker(adapted, timeout=120)
-        if result.returncode != 0:
-            self.outcome.faults.append(
-                Fault(node.name, "its container did not start", result.stdout.strip()[-2000:])
-            )
+        code, output = run_docker(adapted, timeout=120)
+        if code != 0:
+            what = "its container did not start" + (" within 120 s" if code is None else "")
+            self.outcome.faults.append(Fault(node.name, what, _tail(output)))
 
     def _start_sshd_nodes(self) -> None:
         starts = [c for c in self.plan.commands if c.argv[:2] == ("docker", "run")]
@@ -299,7 +295,7 @@ class Rehearsal:
         (command,) = [c for c in self.plan.commands if c.argv[:2] == ("docker", "exec")]
         argv = adapt_exec(command.argv, self.spec, self.nodes[0])
         self.say(f"job: {self.spec.launch.launcher} on {self.nodes[0].name}")
-        code, output = _stream(argv, self.timeout, self.say)
+        code, output = run_docker(argv, self.timeout, self._show)
         self.phase("job")
         if code is None:
             hung = self._still_running()
@@ -392,6 +388,11 @@ class Rehearsal:
 
     # -- helpers -------------------------------------------------------------
 
+    def _show(self, line: str) -> None:
+        """A launcher's output line, live; the probe's reports make the table instead."""
+        if MARK not in line:
+            self.say("  " + line)
+
     def _state(self, node: Node) -> str:
         try:
             return self.engine.container_state(node.container)
@@ -430,40 +431,6 @@ class Rehearsal:
         self.engine.remove_network(self.network)
         shutil.rmtree(self.folder, ignore_errors=True)
         self.phase("teardown")
-
-
-def _stream(
-    argv: Sequence[str], timeout: float, say: Callable[[str], None]
-) -> tuple[int | None, str]:
-    """Run argv, passing each output line to say; (exit code or None on timeout, output)."""
-    from builder.rehearse.nodes import docker_cli
-
-    lines: list[str] = []
-    with subprocess.Popen(
-        [docker_cli(), *argv[1:]],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    ) as process:
-
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line)
-                if MARK not in line:  # the probe's reports make the table instead
-                    say("  " + line.rstrip("\n"))
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        try:
-            code: int | None = process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            code = None
-        reader.join(5)
-    return code, "".join(lines)
 
 
 def _tail(text: str, lines: int = 15) -> str:
