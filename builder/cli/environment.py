@@ -12,7 +12,6 @@ from builder.cli import app
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
-    ForceOpt,
     ImageOpt,
     JsonOpt,
     PresetOpt,
@@ -34,9 +33,11 @@ def lock(
         Optional[Path],  # noqa: UP045
         typer.Option("--output", "-o", help="Lock file (default: stack.lock beside the spec)."),
     ] = None,
-    force: ForceOpt = True,
 ) -> None:
-    """Write stack.lock: the base digest, every Python and Debian package of the built image."""
+    """Write stack.lock: the base digest, every Python and Debian package of the built image.
+
+    The lock is generated: writing it again replaces it."""
+    from builder.context import OutputFile
     from builder.engine import Engine
     from builder.errors import UsageError
     from builder.lock import lock_path, take_lock
@@ -47,9 +48,7 @@ def lock(
     if target is None:
         raise UsageError("a preset has no folder for its lock: pass -o FILE.lock")
     taken = take_lock(stack, Engine.connect(), image_ref(stack, image))
-    from builder.context import OutputFile
-
-    write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=force)
+    write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
     typer.echo(
         f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "
         f"packages over {taken.base.reference}",
@@ -102,22 +101,22 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Fingerprint every node and show what differs; exit 13 when anything does."""
+    from functools import cache
+
     from builder.engine import Engine
     from builder.errors import UsageError
     from builder.fingerprint import of_image
     from builder.fingerprint.sources import of_containers, of_hosts
 
-    if (hostfile is None) == (containers is None):
-        raise UsageError("say which nodes: --hostfile FILE or --containers a,b,c (one of them)")
-    engine = Engine.connect() if containers or image else None
-    if containers:
-        assert engine is not None
-        names = [name.strip() for name in containers.split(",") if name.strip()]
-        nodes = of_containers(engine, names)
-    else:
-        assert hostfile is not None
+    engine = cache(Engine.connect)  # only when containers or an image are asked for, once
+    if hostfile is not None and containers is None:
         nodes = of_hosts(hostfile, ssh_config)
-    reference = of_image(engine, image) if engine is not None and image else None
+    elif containers is not None and hostfile is None:
+        names = [name.strip() for name in containers.split(",") if name.strip()]
+        nodes = of_containers(engine(), names)
+    else:
+        raise UsageError("say which nodes: --hostfile FILE or --containers a,b,c (one of them)")
+    reference = of_image(engine(), image) if image else None
     _report(nodes, reference, as_json=as_json, what="nodes")
 
 
