@@ -6,12 +6,12 @@ import os
 import shutil
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 MINIMAL = """\
 name: demo
@@ -38,13 +38,30 @@ REQUIRE_REAL = os.environ.get("BUILDER_REQUIRE_REAL") == "1"
 """Set by .ci/run: every real tool and the Docker engine must be there; no skips."""
 
 
+def unavailable(message: str) -> NoReturn:
+    """The one place a test may find a real part missing: under BUILDER_REQUIRE_REAL=1
+    (CI) that fails the test; elsewhere it skips, saying how to get the part."""
+    if REQUIRE_REAL:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under BUILDER_REQUIRE_REAL=1 no test may skip, whatever skipped it."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if REQUIRE_REAL and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under BUILDER_REQUIRE_REAL=1, which forbids it: {report.longrepr}"
+        )
+
+
 def real_tool(name: str) -> str:
-    """Path of a real external tool; fail under BUILDER_REQUIRE_REAL=1, else skip."""
+    """Path of a real external tool (see unavailable when it is missing)."""
     sbin = Path("/usr/sbin") / name  # sshd lives here, often off a user's PATH
     path = shutil.which(name) or (str(sbin) if sbin.exists() else None)
     if path is None:
-        message = f"{name} is not installed (scripts/ensure-tools.sh installs it)"
-        if REQUIRE_REAL:
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{name} is not installed (scripts/ensure-tools.sh installs it)")
     return path

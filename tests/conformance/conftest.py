@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import real_tool
+from tests.conftest import real_tool, unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,10 +47,7 @@ def _required(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        message = f"{module} is not installed in the test venv ({exc}): run `make conformance`"
-        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{module} is not installed in the test venv ({exc}): run `make conformance`")
 
 
 @pytest.fixture(scope="session")
@@ -76,10 +73,7 @@ def distributed_runner() -> Any:
     root = Path(sys.prefix) / "optimum-habana"
     path = root / "optimum/habana/distributed/distributed_runner.py"
     if not path.is_file():
-        message = f"optimum-habana is not installed at {root}: run `make conformance`"
-        if os.environ.get("BUILDER_REQUIRE_REAL") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"optimum-habana is not installed at {root}: run `make conformance`")
     sys.path.insert(0, str(root))  # for its `optimum.utils.logging`
     spec = importlib.util.spec_from_file_location("distributed_runner", path)
     assert spec is not None

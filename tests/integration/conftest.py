@@ -17,7 +17,7 @@ import pytest
 from builder.errors import EngineUnavailable
 from builder.inputs import BuildInputs, load_inputs
 from builder.loader import load_preset
-from tests.conftest import REQUIRE_REAL
+from tests.conftest import unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -32,12 +32,6 @@ TORCH = "2.13.0"
 IMAGE = "builder-test/cpu-deepspeed:it"
 
 pytestmark = pytest.mark.integration
-
-
-def unavailable(message: str) -> None:
-    if REQUIRE_REAL:
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
