@@ -123,6 +123,24 @@ DOCKER_RUN_FLAGS: dict[Accelerator, tuple[str, ...]] = {
     ),
     Accelerator.cpu: ("--ipc", "host"),
 }  # fmt: skip
+# gaudi_spawn.py has no port flag: DistributedRunner always passes its default.
+GAUDI_SPAWN_PORT = 29500
+# gaudi_spawn.py joins the script and its arguments with spaces, wraps those
+# holding a space in double quotes, and hands the line to bash: only these
+# characters come through unchanged.
+GAUDI_SPAWN_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./ -]+")
+
+
+def gaudi_spawn_unsafe(value: str) -> str | None:
+    """Why gaudi_spawn.py would change value on its way to the script, or None."""
+    if not GAUDI_SPAWN_SAFE.fullmatch(value):
+        return (
+            "gaudi_spawn.py passes it through bash without quoting: use only letters, "
+            "digits, spaces and _@%+=:,./- (put anything else in a config file)"
+        )
+    return None
+
+
 INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
 AWS_EFA_FLAGS = ("--privileged",)
 """Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
@@ -390,8 +408,6 @@ def launcher_problems(image: ImageSpec, launch: LaunchSpec) -> list[tuple[str, s
 
 def _gaudi_spawn_problems(image: ImageSpec, launch: LaunchSpec) -> list[tuple[str, str]]:
     """What gaudi_spawn.py cannot do: another port or master, or values bash would change."""
-    from builder.launch.launchers import GAUDI_SPAWN_PORT, gaudi_spawn_unsafe
-
     problems = []
     if image.accelerator is not Accelerator.gaudi:
         problems.append(("launch.launcher", "gaudi_spawn is for accelerator: gaudi"))

@@ -47,11 +47,12 @@ class Fingerprint:
         """The human view: the few lines people ask about, then the counts."""
         d = self.data
         torch = d.get("torch") or {}
-        build = (
-            (torch.get("cuda") and f"CUDA {torch['cuda']}")
-            or (torch.get("hip") and f"ROCm {torch['hip']}")
-            or ("HPU" if "habana-torch-plugin" in d["packages"] else "CPU")
-        )
+        if torch.get("cuda"):
+            build = f"CUDA {torch['cuda']}"
+        elif torch.get("hip"):
+            build = f"ROCm {torch['hip']}"
+        else:
+            build = "HPU" if "habana-torch-plugin" in d["packages"] else "CPU"
         rows = [
             ("source", self.source),
             ("digest", self.digest),

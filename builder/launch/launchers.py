@@ -9,19 +9,12 @@ and arguments we meant.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from builder.spec import LaunchSpec
 
 TORCHRUN_C10D_PORT = 29400
-# gaudi_spawn.py has no port flag: DistributedRunner always passes its default.
-GAUDI_SPAWN_PORT = 29500
-# gaudi_spawn.py joins the script and its arguments with spaces, wraps those
-# holding a space in double quotes, and hands the line to bash: only these
-# characters come through unchanged.
-GAUDI_SPAWN_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./ -]+")
 
 
 def deepspeed_argv(
@@ -57,16 +50,6 @@ def torchrun_argv(
         argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
         argv += ["--master-port", str(launch.master_port)]
     return [*argv, launch.script, *launch.args]
-
-
-def gaudi_spawn_unsafe(value: str) -> str | None:
-    """Why gaudi_spawn.py would change value on its way to the script, or None."""
-    if not GAUDI_SPAWN_SAFE.fullmatch(value):
-        return (
-            "gaudi_spawn.py passes it through bash without quoting: use only letters, "
-            "digits, spaces and _@%+=:,./- (put anything else in a config file)"
-        )
-    return None
 
 
 def gaudi_spawn_argv(launch: LaunchSpec, *, hostfile: str, nnodes: int) -> list[str]:

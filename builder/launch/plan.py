@@ -21,12 +21,11 @@ from builder.launch.docker_run import container_name, docker_run_argv
 from builder.launch.launchers import (
     deepspeed_argv,
     gaudi_spawn_argv,
-    gaudi_spawn_unsafe,
     mpirun_argv,
     torchrun_argv,
 )
 from builder.rootfs import CLUSTER_DIR
-from builder.stacks import launcher_problems
+from builder.stacks import gaudi_spawn_unsafe, launcher_problems
 
 if TYPE_CHECKING:
     from builder.spec import Launcher, Spec
