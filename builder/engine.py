@@ -144,6 +144,24 @@ class Engine:
         """The image as `docker save` writes it (a tar of layers), in chunks."""
         yield from self._client.api.get_image(reference)
 
+    def images(self, label: str | None = None) -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
+        """id -> (references, labels) of every top-level image (tagged or dangling,
+        no intermediate build layers), only those carrying label when given. The
+        references are its name:tag and name@digest forms; none means dangling."""
+        filters = {"label": label} if label else None
+        found: list[Any] = self._client.api.images(filters=filters)
+        return {
+            str(image["Id"]): (
+                tuple(
+                    ref
+                    for ref in [*(image.get("RepoTags") or ()), *(image.get("RepoDigests") or ())]
+                    if not ref.startswith("<none>")
+                ),
+                dict(image.get("Labels") or {}),
+            )
+            for image in found
+        }
+
     def remove_image(self, reference: str, *, force: bool = True, prune: bool = True) -> bool:
         """Remove an image; False when it is gone, in use or has children (unforced)."""
         from docker.errors import APIError

@@ -23,10 +23,12 @@ from builder.rehearse.report import Fault
 from builder.rootfs import CLUSTER_DIR
 
 if TYPE_CHECKING:
+    from builder.engine import Engine
     from builder.rehearse.run import Rehearsal
 
 CONTROLLER = "slurmctl"
 SLURM_READY = 90.0
+BASE_LABEL = f"{LABEL_PREFIX}.rehearsal-base"
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 DOCKERFILE = """\
@@ -35,7 +37,7 @@ RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
         munge slurm-client slurmctld slurmd \\
  && rm -rf /var/lib/apt/lists/*
-LABEL {label}.rehearsal-base="{image_id}"
+LABEL {label}="{image_id}"
 ENTRYPOINT []
 """
 
@@ -105,8 +107,9 @@ class SlurmRehearsal:
         if engine.exists(reference):
             return reference
         self.r.say(f"adding Slurm and munge to {self.r.image} (once per image) as {reference}")
-        dockerfile = DOCKERFILE.format(image=self.r.image, label=LABEL_PREFIX, image_id=base_id)
+        dockerfile = DOCKERFILE.format(image=self.r.image, label=BASE_LABEL, image_id=base_id)
         run_build([OutputFile("Dockerfile", 0o644, dockerfile)], reference, engine=engine)
+        drop_stale_slurm_images(engine, keep=reference)
         return reference
 
     def _write_config(self) -> None:
@@ -200,6 +203,18 @@ class SlurmRehearsal:
                 tail = "\n".join(output.splitlines()[-15:])
                 self.r.outcome.faults.append(Fault(None, f"job {job} ended {state}", tail))
         self.r.judge(output, 0)
+
+
+def drop_stale_slurm_images(engine: Engine, keep: str) -> list[str]:
+    """Remove the Slurm images derived from images nothing refers to any more (a
+    rebuild moved their tag): nothing can reuse them, and each holds about a GB."""
+    images = engine.images()
+    dropped = []
+    for image_id, (references, labels) in engine.images(label=BASE_LABEL).items():
+        base_references, _ = images.get(labels[BASE_LABEL], ((), {}))
+        if keep not in references and not base_references and engine.remove_image(image_id):
+            dropped.append(image_id)
+    return dropped
 
 
 def _lines_of(output: str, node: str) -> str:

@@ -17,6 +17,7 @@ import pytest
 from builder.errors import EngineUnavailable
 from builder.inputs import BuildInputs, load_inputs
 from builder.loader import load_preset
+from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from tests.conftest import unavailable
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
 CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
 TORCH = "2.13.0"
 IMAGE = "builder-test/cpu-deepspeed:it"
+OPENMPI_IMAGE = "builder-test/cpu-openmpi:it"
+# Kept between sessions as the build cache; every other image a session makes is removed.
+KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE)
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +47,36 @@ def engine() -> Engine:
     except EngineUnavailable as exc:
         unavailable(f"{exc} (scripts/engine.sh starts one)")
         raise
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_images_left() -> Iterator[None]:
+    """The suite leaves only KEEP (and Slurm images derived from them) behind.
+
+    An image is the suite's when it appeared during the session, or when it had
+    a builder-test/ reference before and has none now (a rebuild moved the tag).
+    A run needs about 10 GB while it runs; a disk that kept every run's images
+    filled up after a few dozen.
+    """
+    from builder.engine import Engine
+
+    try:
+        engine = Engine.connect()
+    except EngineUnavailable:
+        yield
+        return
+    before = engine.images()
+    yield
+    after = engine.images()
+    kept = {image_id for image_id, (refs, _) in after.items() if set(refs) & set(KEEP)}
+    for image_id, (_, labels) in after.items():
+        was_ours = image_id not in before or any(
+            ref.startswith("builder-test/") for ref in before[image_id][0]
+        )
+        derived_from_kept = labels.get(SLURM_BASE_LABEL) in kept
+        if was_ours and image_id not in kept and not derived_from_kept:
+            engine.remove_image(image_id)
+    engine.close()
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,7 @@ def test_two_builds_from_one_lock_have_one_fingerprint(
         assert differences(prints)[1] == {}  # the very environment the lock was taken from
     finally:
         for reference in (first, second):
-            engine.remove_image(reference, force=True, prune=False)
+            engine.remove_image(reference)
 
 
 def test_a_lock_that_cannot_be_installed_fails_clearly(

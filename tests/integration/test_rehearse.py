@@ -20,7 +20,7 @@ from builder.cli import app
 from builder.loader import load_preset
 from builder.rehearse.nodes import LABEL
 from builder.rehearse.run import rehearse
-from tests.integration.conftest import IMAGE, run
+from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -214,7 +214,7 @@ def openmpi_image(engine: Engine, inputs: BuildInputs) -> str:
 
     stack = load_preset("cpu-deepspeed")
     spec = replace(stack.spec, image=replace(stack.spec.image, openmpi=True))
-    reference = "builder-test/cpu-openmpi:it"
+    reference = OPENMPI_IMAGE
     build_image(Stack(spec, stack.source, stack.root, stack.preset), inputs,
                 reference=reference, engine=engine)  # fmt: skip
     return reference
@@ -248,3 +248,40 @@ def test_keep_leaves_the_cluster_up_until_removed(engine: Engine, cpu_image: Bui
         import shutil
 
         shutil.rmtree(outcome.kept, ignore_errors=True)
+
+
+def test_slurm_images_of_images_that_were_rebuilt_are_dropped(
+    engine: Engine, base_image: str
+) -> None:
+    """A rebuild moves the image's tag: its derived Slurm image can never be used again."""
+    from builder.build import run_build
+    from builder.context import OutputFile
+    from builder.rehearse.slurm import BASE_LABEL, drop_stale_slurm_images
+
+    def tiny(reference: str, lines: str) -> str:
+        dockerfile = OutputFile("Dockerfile", 0o644, lines)
+        return run_build([dockerfile], reference, engine=engine).image_id
+
+    made = {
+        name: tiny(f"builder-test/tiny:{name}", f"FROM {base_image}\nLABEL tiny={name}\n")
+        for name in ("old", "current")
+    }
+    derived = {
+        name: tiny(
+            f"builder-rehearsal/slurm:test-{name}",
+            f'FROM builder-test/tiny:{name}\nLABEL {BASE_LABEL}="{image_id}"\n',
+        )
+        for name, image_id in made.items()
+    }
+    try:
+        engine.remove_image("builder-test/tiny:old")  # only untags it: it has a child
+        dropped = drop_stale_slurm_images(engine, keep="builder-rehearsal/slurm:test-current")
+        assert derived["old"] in dropped
+        assert derived["current"] not in dropped
+        assert not engine.exists(made["old"])  # its untagged parent went with it
+        assert engine.exists("builder-rehearsal/slurm:test-current")
+    finally:
+        for reference in ("builder-rehearsal/slurm:test-current", "builder-test/tiny:current"):
+            engine.remove_image(reference)
+        for image_id in [*derived.values(), *made.values()]:
+            engine.remove_image(image_id)
