@@ -15,6 +15,7 @@ from builder.cli.options import (
     ForceOpt,
     FormatOpt,
     JsonOpt,
+    NoLockOpt,
     OutputFileOpt,
     PipExtraOpt,
     PipIndexOpt,
@@ -26,6 +27,7 @@ from builder.cli.options import (
     format_of,
     inputs_of,
     key_values,
+    locked,
     print_or_write,
     stack_of,
 )
@@ -77,10 +79,12 @@ def render(
     pip_index_url: PipIndexOpt = None,
     pip_extra_index_url: PipExtraOpt = None,
     wheelhouse: WheelhouseOpt = None,
+    no_lock: NoLockOpt = False,
 ) -> None:
     """Render the Dockerfile (+ files it copies) and the Apptainer .def files.
 
-    The build-input options change the files exactly as they change `builder build`.
+    The build-input options and stack.lock change the files exactly as they change
+    `builder build` (which also checks that a locked base image is still there).
     """
     from builder.context import primary_output, render_outputs
 
@@ -89,6 +93,7 @@ def render(
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
+    inputs = locked(stack, inputs, None if no_lock else spec, engine=None)
     files = render_outputs(stack, chosen, inputs)
     if output is None:
         typer.echo(primary_output(files, chosen).text, nl=False)
@@ -118,9 +123,7 @@ def build(
         typer.Option("--build-arg", help="KEY=VALUE passed to the build; repeatable."),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
-    no_lock: Annotated[
-        bool, typer.Option("--no-lock", help="Ignore stack.lock beside the spec.")
-    ] = False,
+    no_lock: NoLockOpt = False,
     progress: Annotated[
         str, typer.Option("--progress", help="auto, tty (live view), plain (CI logs) or quiet.")
     ] = "auto",
@@ -130,7 +133,6 @@ def build(
     With stack.lock beside stack.yaml, exactly the locked packages are installed."""
     from builder.build import build_image
     from builder.engine import Engine
-    from builder.lock import with_lock
     from builder.progress import progress_for
 
     stack = stack_of(spec, preset)
@@ -138,11 +140,7 @@ def build(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
     engine = Engine.connect()
-    if not no_lock:
-        inputs = with_lock(stack, inputs, spec, engine)
-        if inputs.lock is not None:
-            typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
-                       f"{len(inputs.lock.apt)} Debian packages)", err=True)  # fmt: skip
+    inputs = locked(stack, inputs, None if no_lock else spec, engine)
     result = build_image(
         stack,
         inputs,

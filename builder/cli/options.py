@@ -65,6 +65,8 @@ WheelhouseOpt = Annotated[
     ),
 ]
 
+NoLockOpt = Annotated[bool, typer.Option("--no-lock", help="Ignore stack.lock beside the spec.")]
+
 
 ImageOpt = Annotated[
     Optional[str],  # noqa: UP045
@@ -105,6 +107,18 @@ def inputs_of(
         pip_extra_index_urls=tuple(pip_extra_index_url or ()),
         wheelhouse=wheelhouse,
     )
+
+
+def locked(stack: Any, inputs: Any, spec: Path | None, engine: Any) -> Any:
+    """inputs with the lock beside spec (spec None: no lock), said on stderr. Without an
+    engine (rendering) the locked base image is not checked."""
+    from builder.lock import with_lock
+
+    inputs = with_lock(stack, inputs, spec, engine)
+    if inputs.lock is not None:
+        typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
+                   f"{len(inputs.lock.apt)} Debian packages)", err=True)  # fmt: skip
+    return inputs
 
 
 def stack_of(spec: Path | None, preset: str | None) -> Any:

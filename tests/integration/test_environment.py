@@ -10,6 +10,7 @@ name that node and package and exit 13.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import time
 from typing import TYPE_CHECKING
@@ -23,7 +24,8 @@ from builder.errors import BuildError
 from builder.fingerprint import differences, of_container, of_image
 from builder.loader import load_spec
 from builder.lock import lock_path, with_lock
-from tests.integration.conftest import IMAGE, run
+from builder.recipe import LABEL_PREFIX
+from tests.integration.conftest import CA_BUNDLE, IMAGE, run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,7 +65,7 @@ def build_locked(
 
 
 def test_two_builds_from_one_lock_have_one_fingerprint(
-    locked_stack: Path, inputs: BuildInputs, engine: Engine
+    locked_stack: Path, inputs: BuildInputs, engine: Engine, wheelhouse: Path
 ) -> None:
     first = build_locked(locked_stack, inputs, engine, "a", nocache=False)
     second = build_locked(locked_stack, inputs, engine, "b", nocache=True)
@@ -71,6 +73,16 @@ def test_two_builds_from_one_lock_have_one_fingerprint(
         prints = [of_image(engine, first), of_image(engine, second), of_image(engine, IMAGE)]
         assert prints[0].digest == prints[1].digest
         assert differences(prints)[1] == {}  # the very environment the lock was taken from
+        # `builder render` shows the very Dockerfile the locked build used
+        assert inputs.base_image is not None
+        rendered = CliRunner().invoke(app, [
+            "render", str(locked_stack), "--base-image", inputs.base_image,
+            "--ca-bundle", str(CA_BUNDLE), "--wheelhouse", str(wheelhouse),
+        ])  # fmt: skip
+        assert rendered.exit_code == 0, rendered.stderr
+        assert "-c /tmp/builder/lock.txt" in rendered.stdout
+        label = engine.image(first).labels[f"{LABEL_PREFIX}.dockerfile-sha256"]
+        assert hashlib.sha256(rendered.stdout.encode()).hexdigest() == label
     finally:
         for reference in (first, second):
             engine.remove_image(reference)

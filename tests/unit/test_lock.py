@@ -110,3 +110,36 @@ def test_the_in_image_check_passes_exactly_and_names_each_difference(tmp_path: P
     assert f"pytest {installed['pytest']} (lock: 0.0.1)" in bad.stderr
     assert "not-installed missing (lock: 1.0)" in bad.stderr
     assert f"typer {installed['typer']} (lock: not in the lock)" in bad.stderr
+
+
+def test_render_uses_the_lock_beside_the_spec_as_build_does(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from typer.testing import CliRunner
+
+    from builder.cli import app
+    from builder.loader import load_spec
+    from builder.recipe import spec_hash
+
+    spec = tmp_path / "stack.yaml"
+    runner = CliRunner()
+    assert runner.invoke(app, ["init", "--preset", "cpu-deepspeed", "-o", str(spec)]).exit_code == 0
+    lock_path(spec).write_text(replace(LOCK, spec_hash=spec_hash(load_spec(spec))).text())
+
+    rendered = runner.invoke(app, ["render", str(spec)])
+    assert rendered.exit_code == 0, rendered.stderr
+    assert "pdsh=2.34-0.1" in rendered.stdout
+    assert "-c /tmp/builder/lock.txt" in rendered.stdout
+    assert f"using the lock of {spec} (3 Python, 2 Debian packages)" in rendered.stderr
+
+    unlocked = runner.invoke(app, ["render", str(spec), "--no-lock"])
+    assert unlocked.exit_code == 0, unlocked.stderr
+    assert "lock.txt" not in unlocked.stdout
+    assert "pdsh=" not in unlocked.stdout
+
+    lock_path(spec).write_text(LOCK.text())  # written for another version of the stack
+    stale = runner.invoke(app, ["render", str(spec), "-o", str(tmp_path / "out")])
+    assert stale.exit_code == 2
+    assert "another version of the stack" in stale.stderr
+    assert "--no-lock" in stale.stderr
+    assert not (tmp_path / "out").exists()
