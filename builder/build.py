@@ -42,6 +42,8 @@ class StepRecord:
     instruction: str
     cached: bool
     seconds: float
+    image: str | None = None
+    """The (short) id of the image the step left, or of the base for a FROM."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class _Run:
     current: tuple[int, int, str] | None = None
     started: float = 0.0
     cached: bool = False
+    step_image: str | None = None
     image_id: str | None = None
     created: list[str] = field(default_factory=list)
 
@@ -126,10 +129,11 @@ class _Run:
             self.close_step()
             # the classic builder keeps the Dockerfile's continuation indents
             number, total, instruction = int(match[1]), int(match[2]), " ".join(match[3].split())
-            self.current, self.started, self.cached = (
+            self.current, self.started, self.cached, self.step_image = (
                 (number, total, instruction),
                 time.monotonic(),
                 False,
+                None,
             )
             self.tail.clear()
             self.progress.step(number, total, instruction)
@@ -137,6 +141,7 @@ class _Run:
             self.cached = True
             self.progress.cached()
         elif made := _MADE.match(text):
+            self.step_image = made[1]
             # the image a step that ran left (a FROM names an existing one)
             if self.current is not None and not self.cached and not _is_from(self.current[2]):
                 self.created.append(made[1])
@@ -148,7 +153,9 @@ class _Run:
         if self.current is not None:
             number, _, instruction = self.current
             seconds = time.monotonic() - self.started
-            self.steps.append(StepRecord(number, instruction, self.cached, seconds))
+            self.steps.append(
+                StepRecord(number, instruction, self.cached, seconds, self.step_image)
+            )
             self.current = None
 
 

@@ -50,12 +50,30 @@ def render_template(name: str, context: Mapping[str, object]) -> str:
 
 def render_dockerfile(recipe: Recipe) -> str:
     """The Dockerfile: valid for the classic builder and for BuildKit."""
+    from builder.recipe import LABEL_PREFIX
     from builder.steps import CA_TARGET
 
     return render_template(
         "docker/Dockerfile.j2",
-        {"r": recipe, "header": HEADER.format(source=recipe.source), "ca_target": CA_TARGET},
+        {
+            "r": recipe,
+            "header": HEADER.format(source=recipe.source),
+            "ca_target": CA_TARGET,
+            "stage_label": f"{LABEL_PREFIX}.system-stage",
+            "stage_key": system_stage_key(recipe),
+        },
     )
+
+
+def system_stage_key(recipe: Recipe) -> str:
+    """16 hex over the system stage's base and steps. Its first layer then matches only
+    builds of this very stage: the classic builder's cache takes the newest layer whose
+    instruction matches, so a --no-cache build of another stack from the same base
+    would otherwise make every later build of this one miss from its first RUN on."""
+    import hashlib
+
+    text = repr((recipe.base, recipe.system))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def render_apptainer(recipe: Recipe, bootstrap: Bootstrap = "docker", image: str = "") -> str:

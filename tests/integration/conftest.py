@@ -49,14 +49,26 @@ def engine() -> Engine:
         raise
 
 
+# Short ids of every step image of the KEEP builds: their non-final stages (the python
+# stage) end in untagged images that are the cache of the next session's builds.
+KEPT_STEPS: set[str] = set()
+
+
+def keep(result: BuildResult) -> BuildResult:
+    """Mark a build of a KEEP reference as cache to keep, stages and all."""
+    KEPT_STEPS.update(step.image for step in result.steps if step.image)
+    return result
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_images_left() -> Iterator[None]:
-    """The suite leaves only KEEP (and Slurm images derived from them) behind.
+    """The suite leaves only KEEP, the stages of their builds, and Slurm images derived
+    from them. A run needs about 10 GB while it runs.
 
-    An image is the suite's when it appeared during the session, or when it had
-    a builder-test/ reference before and has none now (a rebuild moved the tag).
-    A run needs about 10 GB while it runs; a disk that kept every run's images
-    filled up after a few dozen.
+    An image is the suite's when it appeared during the session, or when it had a
+    builder-test/ reference before and has none now (a rebuild moved the tag). With
+    BUILDER_TEST_PRUNE=1 (CI, whose engine is its own) every other untagged image
+    goes too: what earlier runs, killed or older, left behind.
     """
     from builder.engine import Engine
 
@@ -67,15 +79,27 @@ def no_images_left() -> Iterator[None]:
         return
     before = engine.images()
     yield
-    after = engine.images()
-    kept = {image_id for image_id, (refs, _) in after.items() if set(refs) & set(KEEP)}
-    for image_id, (_, labels) in after.items():
-        was_ours = image_id not in before or any(
-            ref.startswith("builder-test/") for ref in before[image_id][0]
-        )
-        derived_from_kept = labels.get(SLURM_BASE_LABEL) in kept
-        if was_ours and image_id not in kept and not derived_from_kept:
-            engine.remove_image(image_id)
+    prune = os.environ.get("BUILDER_TEST_PRUNE") == "1"
+    kept = {i for i, (refs, _) in engine.images().items() if set(refs) & set(KEEP)}
+
+    def removable(image_id: str, refs: tuple[str, ...], labels: dict[str, str]) -> bool:
+        if (
+            image_id in kept
+            or image_id.removeprefix("sha256:")[:12] in KEPT_STEPS
+            or labels.get(SLURM_BASE_LABEL) in kept
+        ):
+            return False
+        if image_id not in before:
+            return True
+        was_a_test_image = any(ref.startswith("builder-test/") for ref in before[image_id][0])
+        return not refs and (prune or was_a_test_image)
+
+    # no parents with an image: the parent of a removed leaf can be a kept stage (the
+    # python stage of IMAGE, under a variant's); each parent is judged in the next round
+    while found := [i for i, entry in engine.images().items() if removable(i, *entry)]:
+        removed = [engine.remove_image(image_id, prune=False) for image_id in found]
+        if not any(removed):
+            break
     engine.close()
 
 
@@ -136,12 +160,16 @@ def cpu_image(engine: Engine, inputs: BuildInputs) -> BuildResult:
     from builder.progress import PlainProgress
 
     with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
-        return build_image(
-            load_preset("cpu-deepspeed"),
-            inputs,
-            reference=IMAGE,
-            engine=engine,
-            progress=PlainProgress(sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink),
+        return keep(
+            build_image(
+                load_preset("cpu-deepspeed"),
+                inputs,
+                reference=IMAGE,
+                engine=engine,
+                progress=PlainProgress(
+                    sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink
+                ),
+            )
         )
 
 

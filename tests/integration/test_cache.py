@@ -10,6 +10,7 @@ import pytest
 from builder.build import build_image
 from builder.loader import load_preset, load_spec
 from builder.presets import preset_text
+from tests.integration.conftest import IMAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,6 +70,36 @@ def test_a_requirements_change_rebuilds_only_what_follows(
         assert "six-1.17.0" in _venv_listing(engine, tag)
     finally:
         engine.remove_image(tag)
+
+
+def test_a_no_cache_build_of_another_stack_costs_this_one_nothing(
+    engine: Engine, inputs: BuildInputs, cpu_image: BuildResult, tmp_path: Path
+) -> None:
+    """The classic builder takes the newest matching layer: a --no-cache build of another
+    stack from the same base must not become the cache of this one's first steps."""
+    from dataclasses import replace
+
+    from builder.build import run_build
+    from builder.context import DOCKERFILE, OutputFile, docker_context
+    from builder.inputs import with_base
+    from builder.recipe import image_recipe
+
+    stack = with_base(load_preset("cpu-deepspeed"), inputs)
+    image = stack.spec.image
+    other = replace(stack, spec=replace(stack.spec, image=replace(image, apt=(*image.apt, "less"))))
+    files = docker_context(image_recipe(other, inputs))
+    dockerfile = next(f for f in files if f.path == DOCKERFILE)
+    # its system stage up to the first RUN: the very layers its --no-cache build makes first
+    head = dockerfile.text.split("\nRUN ", 1)[0] + "\n"
+    assert "\nSHELL " in head
+    prefix = run_build([OutputFile(DOCKERFILE, 0o644, head)], "builder-test/other:head",
+                       engine=engine, nocache=True)  # fmt: skip
+    try:
+        again = build_image(load_preset("cpu-deepspeed"), inputs, reference=IMAGE, engine=engine)
+        assert again.image_id == cpu_image.image_id
+        assert again.cached_steps == len(again.cacheable_steps)
+    finally:
+        engine.remove_image(prefix.reference)
 
 
 def _venv_listing(engine: Engine, image: str) -> str:

@@ -20,7 +20,7 @@ from builder.cli import app
 from builder.loader import load_preset
 from builder.rehearse.nodes import LABEL
 from builder.rehearse.run import rehearse
-from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, run
+from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -215,8 +215,8 @@ def openmpi_image(engine: Engine, inputs: BuildInputs) -> str:
     stack = load_preset("cpu-deepspeed")
     spec = replace(stack.spec, image=replace(stack.spec.image, openmpi=True))
     reference = OPENMPI_IMAGE
-    build_image(Stack(spec, stack.source, stack.root, stack.preset), inputs,
-                reference=reference, engine=engine)  # fmt: skip
+    keep(build_image(Stack(spec, stack.source, stack.root, stack.preset), inputs,
+                     reference=reference, engine=engine))  # fmt: skip
     return reference
 
 

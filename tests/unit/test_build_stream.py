@@ -116,3 +116,5 @@ def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> N
         "RUN pip install x",
     ]
     assert result.cached_steps == 1
+    # every step's image, made or reused (" ---> Running in" names a container, not one)
+    assert [s.image for s in result.steps] == ["1111aaaa2222", "3333bbbb4444", "7777dddd8888"]

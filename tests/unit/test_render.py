@@ -209,3 +209,28 @@ def test_def_script_lines_never_start_with_percent(name: str) -> None:
         if path.endswith(".def"):
             sections = [ln for ln in text.splitlines() if ln.startswith("%")]
             assert all(re.fullmatch(r"%[a-z]+", ln) for ln in sections), sections
+
+
+def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
+    """Its key follows the system stage (base and OS packages), nothing else."""
+    from dataclasses import replace
+
+    from builder.render import system_stage_key
+
+    def key(stack: Stack) -> str:
+        recipe = image_recipe(stack)
+        text = render_dockerfile(recipe)
+        first = text.split(" AS system\n", 1)[1].splitlines()
+        line = next(line for line in first if not line.startswith("#"))
+        assert line == f'LABEL io.github.builder.system-stage="{system_stage_key(recipe)}"'
+        return system_stage_key(recipe)
+
+    cpu = load_preset("cpu-deepspeed")
+    keys = {key(load_preset(name)) for name in preset_names()}
+    assert len(keys) == len(preset_names())
+    assert key(cpu) == key(load_preset("cpu-deepspeed"))
+    image = cpu.spec.image
+    more_apt = replace(cpu.spec, image=replace(image, apt=(*image.apt, "less")))
+    assert key(replace(cpu, spec=more_apt)) != key(cpu)
+    more_pip = replace(cpu.spec, image=replace(image, pip=(*image.pip, "six==1.17.0")))
+    assert key(replace(cpu, spec=more_pip)) == key(cpu)
