@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -65,3 +66,10 @@ def real_tool(name: str) -> str:
     if path is None:
         unavailable(f"{name} is not installed (scripts/ensure-tools.sh installs it)")
     return path
+
+
+def ctrl_c_reaches_it() -> None:
+    """A preexec_fn: the child takes SIGINT as a terminal's foreground job does. A shell
+    that runs the suite in the background (`nohup ... &`, some CI runners) hands down
+    an ignored SIGINT, Python keeps it ignored, and a Ctrl-C test would prove nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

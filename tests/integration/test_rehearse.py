@@ -20,6 +20,7 @@ from builder.cli import app
 from builder.loader import load_preset
 from builder.rehearse.nodes import LABEL
 from builder.rehearse.run import rehearse
+from tests.conftest import ctrl_c_reaches_it
 from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, run
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ def test_ctrl_c_tears_everything_down() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
     )
     assert process.stderr is not None
     for line in process.stderr:  # interrupt once the job runs
