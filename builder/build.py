@@ -56,8 +56,10 @@ class BuildResult:
     seconds: float
     dockerfile_sha256: str
 
-    created: tuple[str, ...] = ()
-    """Images this build made (steps that ran, not cache hits), oldest first."""
+    @property
+    def created(self) -> tuple[str, ...]:
+        """Images this build made (steps that ran, not cache hits), oldest first."""
+        return _made(self.steps)
 
     @property
     def cacheable_steps(self) -> tuple[StepRecord, ...]:
@@ -108,7 +110,6 @@ class _Run:
     cached: bool = False
     step_image: str | None = None
     image_id: str | None = None
-    created: list[str] = field(default_factory=list)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         """Take one decoded event; return the error message if it is one."""
@@ -142,21 +143,25 @@ class _Run:
             self.progress.cached()
         elif made := _MADE.match(text):
             self.step_image = made[1]
-            # the image a step that ran left (a FROM names an existing one)
-            if self.current is not None and not self.cached and not _is_from(self.current[2]):
-                self.created.append(made[1])
         elif not text.startswith(" ---> ") and not text.startswith("Removing intermediate"):
             self.tail.append(text)
             self.progress.line(text)
 
     def close_step(self) -> None:
         if self.current is not None:
-            number, _, instruction = self.current
-            seconds = time.monotonic() - self.started
-            self.steps.append(
-                StepRecord(number, instruction, self.cached, seconds, self.step_image)
-            )
+            self.steps.append(self._record(self.current))
             self.current = None
+
+    def _record(self, current: tuple[int, int, str]) -> StepRecord:
+        number, _, instruction = current
+        seconds = time.monotonic() - self.started
+        return StepRecord(number, instruction, self.cached, seconds, self.step_image)
+
+    @property
+    def created(self) -> tuple[str, ...]:
+        """Images the build made so far, the step under way included."""
+        under_way = [self._record(self.current)] if self.current else []
+        return _made([*self.steps, *under_way])
 
 
 def build_image(
@@ -237,7 +242,6 @@ def run_build(
         tuple(run.steps),
         time.monotonic() - started,
         digest,
-        tuple(run.created),
     )
     run.progress.finish(result)
     return result
@@ -245,6 +249,11 @@ def run_build(
 
 def _is_from(instruction: str) -> bool:
     return instruction.upper().startswith("FROM ")
+
+
+def _made(steps: Iterable[StepRecord]) -> tuple[str, ...]:
+    """The images of the steps that ran (a cache hit reuses one; a FROM names the base)."""
+    return tuple(s.image for s in steps if s.image and not s.cached and not _is_from(s.instruction))
 
 
 def _consume(events: Iterable[dict[str, Any]], run: _Run) -> str | None:
@@ -275,5 +284,5 @@ def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError
         f"build of {reference} failed {where}\n{error}.{hint}\n"
         f"last lines:\n{tail or '    (none)'}\n"
         f"full log: {log}; no tag was moved.",
-        created=tuple(run.created),
+        created=run.created,
     )
