@@ -25,6 +25,8 @@ PRESET = "cpu-deepspeed"
 DEFAULT_BASE = "builder-test/bookworm:latest"
 DEFAULT_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_WHEELHOUSE = Path("/tmp/wh")
+BUILT_IMAGE = "builder-test/cpu-deepspeed:it"
+"""What the benchmarks of a built image use by default (the integration tests build it)."""
 
 
 class BenchError(Exception):
@@ -49,6 +51,19 @@ def add_input_options(parser: argparse.ArgumentParser, *, built: str) -> None:
         help=f"folder with the CPU torch wheel (default: {DEFAULT_WHEELHOUSE} if it has one, "
         "else a pip download into a temporary folder)",
     )
+
+
+def add_built_image_options(parser: argparse.ArgumentParser, *, runs: int) -> None:
+    """--image (an image already built) and --runs, for the benchmarks that build nothing."""
+    parser.add_argument("--image", default=BUILT_IMAGE, help=f"default: {BUILT_IMAGE}")
+    parser.add_argument("--runs", type=int, default=runs, help="runs per figure (median shown)")
+
+
+def built_image(engine: Engine, image: str) -> str:
+    """image, or BenchError when the engine does not have it."""
+    if not engine.exists(image):
+        raise BenchError(f"image {image} is not built: build it or pass --image")
+    return image
 
 
 def run_main(

@@ -24,12 +24,11 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from _support import BenchError, run_main
+from _support import BenchError, add_built_image_options, built_image, run_main
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-DEFAULT_IMAGE = "builder-test/cpu-deepspeed:it"
 BUILDER = Path(sys.executable).with_name("builder")
 
 
@@ -47,10 +46,8 @@ def measure(args: argparse.Namespace, _scratch: Path) -> None:
     from builder.fingerprint import of_container, of_image
 
     engine = Engine.connect()
-    if not engine.exists(args.image):
-        raise BenchError(f"image {args.image} is not built: build it or pass --image")
     name = f"bench-fingerprint-{uuid.uuid4().hex[:8]}"
-    engine.start(args.image, name=name)
+    engine.start(built_image(engine, args.image), name=name)
     try:
         time.sleep(1)
         digest = of_container(engine, name).digest
@@ -79,8 +76,7 @@ def measure(args: argparse.Namespace, _scratch: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
-    parser.add_argument("--runs", type=int, default=10, help="runs per figure (median shown)")
+    add_built_image_options(parser, runs=10)
     return run_main(parser, measure, argv, scratch_prefix="bench-fingerprint-")
 
 

@@ -27,9 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from _support import BenchError, run_main
+from _support import BenchError, add_built_image_options, built_image, run_main
 
-DEFAULT_IMAGE = "builder-test/cpu-deepspeed:it"
 CASES = (("deepspeed", 2), ("deepspeed", 3), ("torchrun", 2), ("torchrun", 3), ("slurm", 2))
 TARGET = 25.0
 BUILDER = Path(sys.executable).with_name("builder")
@@ -49,8 +48,7 @@ def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, fl
 def measure(args: argparse.Namespace, _scratch: Path) -> None:
     from builder.engine import Engine
 
-    if not Engine.connect().exists(args.image):
-        raise BenchError(f"image {args.image} is not built: build it or pass --image")
+    built_image(Engine.connect(), args.image)
     print("warm-up: the Slurm image and the engine's caches", file=sys.stderr)
     rehearse(args.image, "slurm", 2)
     rehearse(args.image, "deepspeed", 2)
@@ -80,8 +78,7 @@ def measure(args: argparse.Namespace, _scratch: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
-    parser.add_argument("--runs", type=int, default=3, help="runs per case (median shown)")
+    add_built_image_options(parser, runs=3)
     return run_main(parser, measure, argv, scratch_prefix="bench-rehearse-")
 
 
