@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
 
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
-    from builder.progress import PlainProgress
+    from builder.engine.build import BuildResult
+    from builder.engine.progress import PlainProgress
+    from builder.image.inputs import BuildInputs
 
 PRESET = "cpu-deepspeed"
 DEFAULT_BASE = "builder-test/bookworm:latest"
@@ -88,7 +88,7 @@ def run_main(
 
 def preset_torch() -> str:
     """The torch version the preset pins."""
-    from builder.loader import load_preset
+    from builder.spec.loader import load_preset
 
     torch = load_preset(PRESET).spec.image.torch
     if torch is None:
@@ -98,7 +98,7 @@ def preset_torch() -> str:
 
 def build_inputs(args: argparse.Namespace, scratch: Path) -> BuildInputs:
     """The options' base image and CA, and a wheelhouse holding the preset's CPU torch."""
-    from builder.inputs import load_inputs
+    from builder.image.inputs import load_inputs
 
     torch = preset_torch()
     wheelhouse = wheelhouse_with_torch(args.wheelhouse, torch, scratch)
@@ -133,9 +133,9 @@ def wheelhouse_with_torch(given: Path | None, torch: str, scratch: Path) -> Path
 
 def connect(base_image: str) -> Engine:
     """The engine, which must hold the base image (the builds never pull)."""
-    from builder.engine import Engine
+    from builder.engine import connect
 
-    engine = Engine.connect()
+    engine = connect()
     if not engine.exists(base_image):
         engine.close()
         raise BenchError(f"the engine has no base image {base_image} (scripts/base-image.sh)")
@@ -144,7 +144,7 @@ def connect(base_image: str) -> Engine:
 
 def progress() -> PlainProgress:
     """One line per step on stderr, so that stdout holds only the figures."""
-    from builder.progress import PlainProgress
+    from builder.engine.progress import PlainProgress
 
     return PlainProgress(sys.stderr, logs=False)
 

@@ -42,10 +42,10 @@ def timed(action: Callable[[], object], runs: int) -> float:
 
 
 def measure(args: argparse.Namespace, _scratch: Path) -> None:
-    from builder.engine import Engine
+    from builder.engine import connect
     from builder.fingerprint import of_container, of_image
 
-    engine = Engine.connect()
+    engine = connect()
     name = f"bench-fingerprint-{uuid.uuid4().hex[:8]}"
     engine.start(built_image(engine, args.image), name=name)
     try:

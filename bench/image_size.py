@@ -48,9 +48,9 @@ from _support import (
 )
 
 if TYPE_CHECKING:
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
 
 BENCH = Path(__file__).resolve().parent
 TUTORIAL = BENCH / "tutorial" / "Dockerfile"
@@ -93,8 +93,8 @@ class Floor:
 
 
 def build_ours(engine: Engine, inputs: BuildInputs) -> BuildResult:
-    from builder.build import build_image
-    from builder.loader import load_preset
+    from builder.engine.build import build_image
+    from builder.spec.loader import load_preset
 
     print("== ours (builder)", file=sys.stderr, flush=True)
     return build_image(
@@ -109,10 +109,11 @@ def build_ours(engine: Engine, inputs: BuildInputs) -> BuildResult:
 
 def build_theirs(engine: Engine, inputs: BuildInputs) -> BuildResult:
     """bench/tutorial/Dockerfile with the CA bundle and only the torch wheel as its context."""
-    from builder.build import run_build
-    from builder.context import DOCKERFILE, OutputFile
-    from builder.loader import load_preset
-    from builder.stacks import BUILD_TOOLS
+    from builder.engine.build import run_build
+    from builder.image.context import DOCKERFILE
+    from builder.image.steps import BUILD_TOOLS
+    from builder.output import OutputFile
+    from builder.spec.loader import load_preset
 
     image = load_preset(PRESET).spec.image
     assert image.torch is not None

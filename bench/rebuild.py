@@ -47,9 +47,9 @@ from _support import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
 
 NAME = "bench/rebuild"
 PRESET_NAME_LINE = "  name: builder/cpu-deepspeed\n"
@@ -73,7 +73,7 @@ class Timed:
 
 def stack_text() -> str:
     """The preset's YAML as `builder init` writes it, renamed, with a requirements file."""
-    from builder.presets import preset_text
+    from builder.spec.presets import preset_text
 
     text = preset_text(PRESET)
     if text.count(PRESET_NAME_LINE) != 1:
@@ -96,8 +96,8 @@ def timed_build(
     The result goes into built before the check, so that a failed check
     still removes what the build created.
     """
-    from builder.build import build_image
-    from builder.loader import load_spec
+    from builder.engine.build import build_image
+    from builder.spec.loader import load_spec
 
     print(f"== {label}", file=sys.stderr, flush=True)
     started = time.perf_counter()

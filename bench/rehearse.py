@@ -46,9 +46,9 @@ def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, fl
 
 
 def measure(args: argparse.Namespace, _scratch: Path) -> None:
-    from builder.engine import Engine
+    from builder.engine import connect
 
-    built_image(Engine.connect(), args.image)
+    built_image(connect(), args.image)
     print("warm-up: the Slurm image and the engine's caches", file=sys.stderr)
     rehearse(args.image, "slurm", 2)
     rehearse(args.image, "deepspeed", 2)

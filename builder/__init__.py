@@ -14,48 +14,83 @@ from typing import TYPE_CHECKING, Any
 from builder._version import __version__
 
 if TYPE_CHECKING:
-    from builder.context import OutputFile, render_outputs
+    from builder.cluster.dsenv import deepspeed_env_text, dsenv_for
+    from builder.cluster.hostfile import Host, hostfile_text, hosts_from_nodes, read_hostfile
+    from builder.cluster.nodelist import expand_nodelist
+    from builder.engine.build import build_image
+    from builder.engine.docker import connect
     from builder.errors import BuilderError, SpecError
+    from builder.image.context import render_outputs
+    from builder.image.recipe import Recipe, image_recipe, spec_hash
+    from builder.image.render import render_apptainer, render_dockerfile
+    from builder.launch.plan import LaunchPlan, launch_plan
+    from builder.launch.slurm import sbatch_script
     from builder.lint import lint_stack
-    from builder.loader import Stack, load_preset, load_spec, parse_spec
-    from builder.recipe import Recipe, image_recipe, spec_hash
-    from builder.render import render_apptainer, render_dockerfile
-    from builder.spec import Spec
+    from builder.output import OutputFile
+    from builder.rehearse.run import rehearse
+    from builder.spec.loader import Stack, load_preset, load_spec, parse_spec
+    from builder.spec.records import Spec
 
 _EXPORTS = {
     "BuilderError": "builder.errors",
     "SpecError": "builder.errors",
-    "Spec": "builder.spec",
-    "Stack": "builder.loader",
-    "load_spec": "builder.loader",
-    "load_preset": "builder.loader",
-    "parse_spec": "builder.loader",
-    "Recipe": "builder.recipe",
-    "image_recipe": "builder.recipe",
-    "spec_hash": "builder.recipe",
-    "render_dockerfile": "builder.render",
-    "render_apptainer": "builder.render",
-    "OutputFile": "builder.context",
-    "render_outputs": "builder.context",
+    "Spec": "builder.spec.records",
+    "Stack": "builder.spec.loader",
+    "load_spec": "builder.spec.loader",
+    "load_preset": "builder.spec.loader",
+    "parse_spec": "builder.spec.loader",
+    "Recipe": "builder.image.recipe",
+    "image_recipe": "builder.image.recipe",
+    "spec_hash": "builder.image.recipe",
+    "render_dockerfile": "builder.image.render",
+    "render_apptainer": "builder.image.render",
+    "OutputFile": "builder.output",
+    "render_outputs": "builder.image.context",
     "lint_stack": "builder.lint",
+    "build_image": "builder.engine.build",
+    "connect": "builder.engine.docker",
+    "LaunchPlan": "builder.launch.plan",
+    "launch_plan": "builder.launch.plan",
+    "sbatch_script": "builder.launch.slurm",
+    "Host": "builder.cluster.hostfile",
+    "hostfile_text": "builder.cluster.hostfile",
+    "hosts_from_nodes": "builder.cluster.hostfile",
+    "read_hostfile": "builder.cluster.hostfile",
+    "expand_nodelist": "builder.cluster.nodelist",
+    "deepspeed_env_text": "builder.cluster.dsenv",
+    "dsenv_for": "builder.cluster.dsenv",
+    "rehearse": "builder.rehearse.run",
 }
 
 __all__ = [
     "BuilderError",
+    "Host",
+    "LaunchPlan",
     "OutputFile",
     "Recipe",
     "Spec",
     "SpecError",
     "Stack",
     "__version__",
+    "build_image",
+    "connect",
+    "deepspeed_env_text",
+    "dsenv_for",
+    "expand_nodelist",
+    "hostfile_text",
+    "hosts_from_nodes",
     "image_recipe",
+    "launch_plan",
     "lint_stack",
     "load_preset",
     "load_spec",
     "parse_spec",
+    "read_hostfile",
+    "rehearse",
     "render_apptainer",
     "render_dockerfile",
     "render_outputs",
+    "sbatch_script",
     "spec_hash",
 ]
 

@@ -73,8 +73,14 @@ class EngineUnavailable(BuilderError):
     exit_code = 10
 
 
+class NotInEngine(BuilderError):
+    """An image or container the command names is not in the engine."""
+
+    exit_code = 14
+
+
 class BuildError(BuilderError):
-    """The engine ran the build and a step failed."""
+    """The engine ran the build (or started a container) and a step failed."""
 
     exit_code = 11
 
@@ -112,6 +118,7 @@ EXIT_CODES: dict[str, int] = {
         ToolMissing,
         EngineUnavailable,
         BuildError,
+        NotInEngine,
         RehearsalFailed,
         DriftFound,
         Interrupted,

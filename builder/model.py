@@ -9,7 +9,10 @@ building on every command (bench/cli_latency.py).
 
 A record is a frozen dataclass whose fields are declared with ``field()``;
 ``parse(Record, data)`` returns an instance or raises ``Invalid`` listing
-``(path, message)`` pairs.
+``(path, message)`` pairs. Two things may come from plug-ins (the platform
+and launcher modules) rather than the record: the ``choices`` of a field, and
+``extras``, keys of the record a plug-in owns (``image.cuda``), collected into
+one mapping field and written back flat by ``dump``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ class Invalid(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Extra:
+    """A string key of a record that a plug-in owns (a platform's ``cuda``)."""
+
+    name: str
+    description: str
+    pattern: str | None = None
+    default: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Rule:
     """Constraints and documentation of one field."""
 
@@ -46,6 +59,10 @@ class Rule:
     items_pattern: str | None = None
     keys_pattern: str | None = None
     check: Check | None = None
+    choices: typing.Callable[[], tuple[str, ...]] | None = None
+    """The values a string may take, asked for when data is parsed (plug-in names)."""
+    extras: typing.Callable[[], tuple[Extra, ...]] | None = None
+    """On a dict[str, str] field: the record's own keys that are collected into it."""
 
 
 def field(
@@ -60,9 +77,14 @@ def field(
     items_pattern: str | None = None,
     keys_pattern: str | None = None,
     check: Check | None = None,
+    choices: typing.Callable[[], tuple[str, ...]] | None = None,
+    extras: typing.Callable[[], tuple[Extra, ...]] | None = None,
 ) -> Any:
     """A record field with its constraints; ``check`` may normalise or raise ValueError."""
-    rule = Rule(description, pattern, ge, le, min_length, items_pattern, keys_pattern, check)
+    rule = Rule(
+        description, pattern, ge, le, min_length, items_pattern, keys_pattern, check, choices,
+        extras,
+    )  # fmt: skip
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={"rule": rule}
     )
@@ -78,9 +100,17 @@ def parse(cls: type[T], data: Any) -> T:
 
 
 def dump(record: Any) -> Any:
-    """Plain JSON-able data of a record (enums as values, tuples as lists)."""
+    """Plain JSON-able data of a record (enums as values, tuples as lists); the keys
+    plug-ins own are written where the YAML has them, beside the record's own."""
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {f.name: dump(getattr(record, f.name)) for f in dataclasses.fields(record)}
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(record):
+            value = dump(getattr(record, f.name))
+            if _rule(f).extras is not None:
+                data.update(value)
+            else:
+                data[f.name] = value
+        return data
     if isinstance(record, Enum):
         return record.value
     if isinstance(record, tuple | list):
@@ -91,8 +121,13 @@ def dump(record: Any) -> Any:
 
 
 def field_names(cls: type[Any]) -> list[str]:
-    """The keys a record accepts, in declaration order."""
-    return [f.name for f in dataclasses.fields(cls)]
+    """The keys a record accepts, in declaration order (plug-ins' keys in place of their
+    mapping field)."""
+    names: list[str] = []
+    for f in dataclasses.fields(cls):
+        extras = _rule(f).extras
+        names += [extra.name for extra in extras()] if extras is not None else [f.name]
+    return names
 
 
 _HINTS: dict[type[Any], dict[str, Any]] = {}
@@ -117,12 +152,15 @@ def _record(cls: type[Any], data: Any, loc: Loc, problems: list[tuple[Loc, str]]
     problems.extend(
         ((*loc, str(key)), f"unknown key {key!r}; check its spelling (see `builder schema`)")
         for key in data
-        if key not in fields
+        if key not in field_names(cls)
     )
     values: dict[str, Any] = {}
     before = len(problems)
     for name, f in fields.items():
-        if name in data:
+        extras = _rule(f).extras
+        if extras is not None:
+            values[name] = _extras(extras(), data, loc, problems)
+        elif name in data:
             values[name] = _value(_hints(cls)[name], _rule(f), data[name], (*loc, name), problems)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             problems.append(((*loc, name), "required key is missing"))
@@ -157,6 +195,20 @@ def _value(  # noqa: PLR0911 - one branch per kind of type
     if origin is dict:
         return _mapping(rule, data, loc, problems)
     return _scalar(tp, rule, data, loc, problems)
+
+
+def _extras(
+    extras: tuple[Extra, ...], data: dict[Any, Any], loc: Loc, problems: list[tuple[Loc, str]]
+) -> dict[str, str]:
+    """The plug-in keys present in data, each a string checked by its own pattern."""
+    found: dict[str, str] = {}
+    for extra in extras:
+        if extra.name in data:
+            rule = Rule(pattern=extra.pattern, min_length=1)
+            value = _scalar(str, rule, data[extra.name], (*loc, extra.name), problems)
+            if isinstance(value, str):
+                found[extra.name] = value
+    return found
 
 
 def _sequence(item: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
@@ -211,7 +263,10 @@ def _scalar(tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, 
         problems.append((loc, f"expected {_name(tp)}, got {_kind(data)}{shown}"))
         return None
     if isinstance(data, str):
-        if rule.min_length is not None and len(data) < rule.min_length:
+        choices = rule.choices() if rule.choices is not None else None
+        if choices is not None and data not in choices:
+            problems.append((loc, f"{data!r} is not one of {_choices(choices)}"))
+        elif rule.min_length is not None and len(data) < rule.min_length:
             problems.append((loc, "must not be empty"))
         elif rule.pattern is not None and not re.fullmatch(rule.pattern, data):
             problems.append((loc, f"{data!r} is not a valid value here (pattern {rule.pattern})"))
@@ -267,6 +322,9 @@ def _record_schema(cls: type[Any], defs: dict[str, Any]) -> dict[str, Any]:
     required = []
     for f in dataclasses.fields(cls):
         rule = _rule(f)
+        if rule.extras is not None:
+            properties.update((extra.name, _extra_schema(extra)) for extra in rule.extras())
+            continue
         prop = _type_schema(_hints(cls)[f.name], rule, defs)
         if rule.description:
             prop["description"] = rule.description
@@ -318,8 +376,20 @@ def _type_schema(  # noqa: PLR0911 - one branch per kind of type
     return _scalar_schema(tp, rule)
 
 
+def _extra_schema(extra: Extra) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": 1}
+    if extra.pattern:
+        schema["pattern"] = extra.pattern
+    schema["description"] = extra.description
+    if extra.default is not None:
+        schema["default"] = extra.default
+    return schema
+
+
 def _scalar_schema(tp: Any, rule: Rule) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": {str: "string", int: "integer", bool: "boolean"}[tp]}
+    if rule.choices is not None:
+        schema["enum"] = list(rule.choices())
     if rule.pattern:
         schema["pattern"] = rule.pattern
     if rule.min_length is not None and tp is str:

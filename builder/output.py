@@ -11,6 +11,7 @@ import filecmp
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,16 @@ from builder.errors import OutputExists, UsageError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from builder.context import OutputFile
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One file to write: its path relative to the output folder, mode and text, or, for a
+    large binary input (a wheel), the file to copy."""
+
+    path: str
+    mode: int
+    text: str
+    source: Path | None = None
 
 
 def write_files(files: Iterable[OutputFile], directory: Path, *, force: bool) -> list[Path]:

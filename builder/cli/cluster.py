@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from builder.cli import app
+from builder.cli.app import app
 from builder.cli.options import (
     ForceOpt,
     ImageOpt,
@@ -22,6 +24,14 @@ from builder.cli.options import (
     print_or_write,
     stack_of,
 )
+from builder.cluster.dsenv import dsenv_for, parse_assignments
+from builder.cluster.hostfile import choose_hosts, hostfile_text
+from builder.cluster.keys import make_keys
+from builder.engine.docker import connect
+from builder.launch.bundle import write_bundle
+from builder.launch.plan import launch_plan
+from builder.launch.runtimes import sif_build_argv
+from builder.launch.slurm import sbatch_script
 
 
 @app.command()
@@ -43,10 +53,6 @@ def hostfile(
     force: ForceOpt = False,
 ) -> None:
     """Write a DeepSpeed/mpirun hostfile (`host slots=N` lines, node-rank order)."""
-    import os
-
-    from builder.cluster.hostfile import choose_hosts, hostfile_text
-
     launch = stack_of(spec, preset).spec.launch if (spec or preset) else None
     hosts = choose_hosts(
         spec_nodes=launch.nodes if launch else None,
@@ -71,8 +77,6 @@ def keys(
     ] = False,
 ) -> None:
     """Make the cluster's ed25519 key pair, authorized_keys and an ssh_config."""
-    from builder.cluster.keys import make_keys
-
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
@@ -96,15 +100,11 @@ def dsenv(
     force: ForceOpt = False,
 ) -> None:
     """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
-    from builder.cluster.dsenv import dsenv_for, parse_assignments
-
     stack = stack_of(spec, preset)
     extra = parse_assignments(set_ or [], "--set")
     image_env = None
     if image is not None:
-        from builder.engine import Engine
-
-        pairs = (item.partition("=") for item in Engine.connect().image(image).env)
+        pairs = (item.partition("=") for item in connect().image(image).env)
         image_env = {key: value for key, _, value in pairs}
     print_or_write(dsenv_for(stack.spec, extra, image_env), output, force=force)
 
@@ -128,8 +128,6 @@ def launch(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the per-node container commands and the launcher command."""
-    from builder.launch.plan import launch_plan
-
     stack = stack_of(spec, preset)
     plan = launch_plan(
         stack.spec,
@@ -156,8 +154,6 @@ def bundle(
     force: ForceOpt = False,
 ) -> None:
     """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
-    from builder.launch.bundle import write_bundle
-
     stack = stack_of(spec, preset)
     for path in write_bundle(
         stack.spec,
@@ -187,8 +183,6 @@ def slurm(
     force: ForceOpt = False,
 ) -> None:
     """Write the sbatch script: one task per node, each running torchrun in the runtime."""
-    from builder.launch.slurm import sbatch_script
-
     stack = stack_of(spec, preset)
     text = sbatch_script(
         stack.spec,
@@ -214,9 +208,5 @@ def sif(
     as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
 ) -> None:
     """Print the command that builds a SIF from an image of the local Docker engine."""
-    import shlex
-
-    from builder.launch.apptainer import sif_build_argv
-
     argv = sif_build_argv(image, output=output, program=program)
     typer.echo(json.dumps(argv) if as_json else shlex.join(argv))

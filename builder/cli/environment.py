@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from builder.cli import app
+from builder.cli.app import app
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
@@ -19,9 +20,22 @@ from builder.cli.options import (
     image_ref,
     stack_of,
 )
+from builder.engine.docker import connect
+from builder.errors import DriftFound, UsageError
+from builder.fingerprint.compare import difference_table, differences
+from builder.fingerprint.sources import (
+    of_container,
+    of_containers,
+    of_hosts,
+    of_image,
+    of_reference,
+)
+from builder.lock.file import lock_path
+from builder.lock.take import take_lock
+from builder.output import OutputFile, write_files
 
 if TYPE_CHECKING:
-    from builder.fingerprint import Fingerprint
+    from builder.fingerprint.record import Fingerprint
 
 
 @app.command()
@@ -37,17 +51,11 @@ def lock(
     """Write stack.lock: the base digest, every Python and Debian package of the built image.
 
     The lock is generated: writing it again replaces it."""
-    from builder.context import OutputFile
-    from builder.engine import Engine
-    from builder.errors import UsageError
-    from builder.lock import lock_path, take_lock
-    from builder.output import write_files
-
     stack = stack_of(spec, preset)
     target = output or (lock_path(spec) if spec is not None else None)
     if target is None:
         raise UsageError("a preset has no folder for its lock: pass -o FILE.lock")
-    taken = take_lock(stack, Engine.connect(), image_ref(stack, image))
+    taken = take_lock(stack, connect(), image_ref(stack, image))
     write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
     typer.echo(
         f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "
@@ -69,13 +77,9 @@ def fingerprint(
     as_json: JsonOpt = False,
 ) -> None:
     """Show an environment's fingerprint: OS, Python, packages, torch build, NCCL/HCCL, env."""
-    from builder.engine import Engine
-    from builder.errors import UsageError
-    from builder.fingerprint import of_container, of_image
-
     if (image is None) == (container is None):
         raise UsageError("give an image or --container NAME (one of them)")
-    engine = Engine.connect()
+    engine = connect()
     found = of_container(engine, container) if container else of_image(engine, image or "")
     typer.echo(json.dumps(found.as_data(), indent=2) if as_json else found.summary(), nl=as_json)
 
@@ -101,14 +105,7 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Fingerprint every node and show what differs; exit 13 when anything does."""
-    from functools import cache
-
-    from builder.engine import Engine
-    from builder.errors import UsageError
-    from builder.fingerprint import of_image
-    from builder.fingerprint.sources import of_containers, of_hosts
-
-    engine = cache(Engine.connect)  # only when containers or an image are asked for, once
+    engine = cache(connect)  # only when containers or an image are asked for, once
     if hostfile is not None and containers is None:
         nodes = of_hosts(hostfile, ssh_config)
     elif containers is not None and hostfile is None:
@@ -127,10 +124,7 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare two environments (images, containers or a lock); exit 13 when they differ."""
-    from builder.engine import Engine
-    from builder.fingerprint.sources import of_reference
-
-    engine = Engine.connect()
+    engine = connect()
     _report([of_reference(engine, first), of_reference(engine, second)], None,
             as_json=as_json, what="environments")  # fmt: skip
 
@@ -138,9 +132,6 @@ def diff(
 def _report(
     prints: list[Fingerprint], reference: Fingerprint | None, *, as_json: bool, what: str
 ) -> None:
-    from builder.errors import DriftFound
-    from builder.fingerprint import difference_table, differences
-
     sources, table = differences(prints, reference=reference)
     if as_json:
         data = {

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from builder.cli import app
+from builder.cli.app import app
 from builder.cli.options import (
     BaseImageOpt,
     CaBundleOpt,
@@ -31,6 +31,15 @@ from builder.cli.options import (
     print_or_write,
     stack_of,
 )
+from builder.engine.build import build_image
+from builder.engine.docker import connect
+from builder.engine.images import inspect_image, report_text
+from builder.engine.progress import progress_for
+from builder.image.context import primary_output, render_outputs
+from builder.lint import lint_stack
+from builder.output import write_files
+from builder.spec.presets import preset_summaries, preset_text
+from builder.spec.records import spec_json_schema
 
 
 @app.command()
@@ -38,8 +47,6 @@ def presets(
     as_json: JsonOpt = False,
 ) -> None:
     """List the built-in stacks."""
-    from builder.presets import preset_summaries
-
     rows = preset_summaries()
     if as_json:
         typer.echo(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
@@ -58,8 +65,6 @@ def init(
     force: ForceOpt = False,
 ) -> None:
     """Write a preset out as a stack.yaml to edit."""
-    from builder.presets import preset_text
-
     print_or_write(preset_text(preset), output, force=force)
 
 
@@ -86,8 +91,6 @@ def render(
     The build-input options and stack.lock change the files exactly as they change
     `builder build` (which also checks that a locked base image is still there).
     """
-    from builder.context import primary_output, render_outputs
-
     stack = stack_of(spec, preset)
     chosen = format_of(fmt, has_output=output is not None)
     inputs = inputs_of(
@@ -98,8 +101,6 @@ def render(
     if output is None:
         typer.echo(primary_output(files, chosen).text, nl=False)
         return
-    from builder.output import write_files
-
     for path in write_files(files, output, force=force):
         typer.echo(f"wrote {path}", err=True)
 
@@ -131,15 +132,11 @@ def build(
     """Build the image through the Docker engine; tag it only if every step succeeds.
 
     With stack.lock beside stack.yaml, exactly the locked packages are installed."""
-    from builder.build import build_image
-    from builder.engine import Engine
-    from builder.progress import progress_for
-
     stack = stack_of(spec, preset)
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
-    engine = Engine.connect()
+    engine = connect()
     inputs = locked(stack, inputs, None if no_lock else spec, engine)
     result = build_image(
         stack,
@@ -159,8 +156,6 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show which spec built an image (labels, spec hash), its size and layers."""
-    from builder.images import inspect_image, report_text
-
     report = inspect_image(image)
     typer.echo(json.dumps(report, indent=2) if as_json else report_text(report))
 
@@ -172,8 +167,6 @@ def lint(
     fmt: FormatOpt = None,
 ) -> None:
     """Check the rendered outputs with hadolint, BuildKit's parser and the .def rules."""
-    from builder.lint import lint_stack
-
     report = lint_stack(stack_of(spec, preset), fmt or "all")
     typer.echo(report.text())
     report.raise_for_findings()
@@ -185,7 +178,5 @@ def schema(
     force: ForceOpt = False,
 ) -> None:
     """Print the JSON Schema of stack.yaml (for editors)."""
-    from builder.spec import spec_json_schema
-
     text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
     print_or_write(text, output, force=force)

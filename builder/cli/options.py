@@ -1,15 +1,24 @@
-"""What the commands share: option types, loading the stack, printing or writing.
-
-Light on purpose: everything here loads with `builder --help`; the library
-modules a command needs are imported inside it.
-"""
+"""What the commands share: option types, loading the stack, printing or writing."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+from builder.errors import UsageError
+from builder.image.context import FORMATS
+from builder.image.inputs import load_inputs
+from builder.lock.apply import with_lock
+from builder.output import OutputFile, write_files
+from builder.spec.loader import load_stack
+
+if TYPE_CHECKING:
+    from builder.engine.base import Engine
+    from builder.image.context import Format
+    from builder.image.inputs import BuildInputs
+    from builder.spec.loader import Stack
 
 SpecArg = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
@@ -96,9 +105,7 @@ def inputs_of(
     pip_index_url: str | None,
     pip_extra_index_url: list[str] | None,
     wheelhouse: Path | None,
-) -> Any:
-    from builder.inputs import load_inputs
-
+) -> BuildInputs:
     return load_inputs(
         base_image=base_image,
         ca_bundle=ca_bundle,
@@ -109,11 +116,11 @@ def inputs_of(
     )
 
 
-def locked(stack: Any, inputs: Any, spec: Path | None, engine: Any) -> Any:
+def locked(
+    stack: Stack, inputs: BuildInputs, spec: Path | None, engine: Engine | None
+) -> BuildInputs:
     """inputs with the lock beside spec (spec None: no lock), said on stderr. Without an
     engine (rendering) the locked base image is not checked."""
-    from builder.lock import with_lock
-
     inputs = with_lock(stack, inputs, spec, engine)
     if inputs.lock is not None:
         typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
@@ -121,9 +128,7 @@ def locked(stack: Any, inputs: Any, spec: Path | None, engine: Any) -> Any:
     return inputs
 
 
-def stack_of(spec: Path | None, preset: str | None) -> Any:
-    from builder.loader import load_stack
-
+def stack_of(spec: Path | None, preset: str | None) -> Stack:
     return load_stack(spec, preset)
 
 
@@ -131,28 +136,18 @@ def print_or_write(text: str, output: Path | None, *, force: bool) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    from builder.context import OutputFile
-    from builder.output import write_files
-
     write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
     typer.echo(f"wrote {output}", err=True)
 
 
-FORMATS = ("docker", "apptainer", "all")
-
-
-def format_of(value: str | None, *, has_output: bool) -> Any:
-    from builder.errors import UsageError
-
-    fmt = choice(value or ("all" if has_output else "docker"), "--format", FORMATS)
+def format_of(value: str | None, *, has_output: bool) -> Format:
+    fmt: Format = choice(value or ("all" if has_output else "docker"), "--format", FORMATS)
     if fmt == "all" and not has_output:
         raise UsageError("--format all writes several files: add -o DIR")
     return fmt
 
 
 def key_values(items: list[str], option: str) -> dict[str, str]:
-    from builder.errors import UsageError
-
     pairs = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -163,13 +158,11 @@ def key_values(items: list[str], option: str) -> dict[str, str]:
 
 
 def choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
-    from builder.errors import UsageError
-
     if value not in choices:
         raise UsageError(f"{option} {value!r}: choose one of {', '.join(choices)}")
     return value
 
 
-def image_ref(stack: Any, image: str | None) -> str:
+def image_ref(stack: Stack, image: str | None) -> str:
     """--image, or the spec's name:tag."""
     return image or f"{stack.spec.image.name}:{stack.spec.image.tag}"

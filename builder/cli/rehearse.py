@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Optional
 
 import typer
 
-from builder.cli import app
+from builder.cli.app import app
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg  # noqa: TC001
+from builder.engine.docker import connect
+from builder.errors import RehearsalFailed, UsageError
+from builder.rehearse.report import rank_table
+from builder.rehearse.run import rehearse as run_rehearsal
+from builder.spec.loader import load_stack
 
 
 @app.command()
@@ -46,14 +52,6 @@ def rehearse(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the stack's multi-node launch locally: N containers, the emitted commands, a probe."""
-    import sys
-
-    from builder.engine import Engine
-    from builder.errors import RehearsalFailed, UsageError
-    from builder.loader import load_stack
-    from builder.rehearse.report import rank_table
-    from builder.rehearse.run import rehearse as run_rehearsal
-
     if spec is not None and preset is not None:
         raise UsageError("give either a spec file (stack.yaml) or --preset NAME, not both")
     stack = load_stack(spec, preset) if (spec or preset) else None
@@ -62,7 +60,7 @@ def rehearse(
     outcome = run_rehearsal(
         stack.spec if stack else None,
         image=image,
-        engine=Engine.connect(),
+        engine=connect(),
         nodes=nodes,
         launcher=launcher,
         script=script,

@@ -16,14 +16,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from builder import platforms
 from builder.errors import UsageError
-from builder.spec import ENV_NAME, Accelerator
-from builder.stacks import GAUDI_RUNTIME_DEFAULTS, GAUDI_RUNTIME_ENV
+from builder.spec.records import ENV_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec import Spec
+    from builder.spec.records import Spec
 
 _SAFE = re.compile(r"^[\w@%+=:,./-]*$")
 # DeepSpeed forwards these prefixes by itself (EXPORT_ENVS + CUDA's NCCL).
@@ -56,16 +56,10 @@ def escape_value(key: str, value: str) -> str:
 
 
 def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str] | None) -> str:
-    """The .deepspeed_env of a stack: Gaudi's runtime variables, launch.env, then extra."""
-    env: dict[str, str] = {}
-    if spec.image.accelerator is Accelerator.gaudi:
-        # DeepSpeed forwards no HABANA/HCCL variable by itself; graph compilation
-        # on the other nodes fails without these.
-        for name in GAUDI_RUNTIME_ENV:
-            value = (image_env or {}).get(name) or GAUDI_RUNTIME_DEFAULTS.get(name)
-            if value:
-                env[name] = value
-    env.update(spec.launch.env)
+    """The .deepspeed_env of a stack: what its platform needs forwarded (variables DeepSpeed
+    does not forward by itself, e.g. Gaudi's runtime), the run's environment, then extra."""
+    env = platforms.get(spec.image.accelerator).forwarded_env(image_env)
+    env.update(platforms.run_environment(spec))
     env.update(extra)
     return deepspeed_env_text(env)
 

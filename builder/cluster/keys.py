@@ -13,8 +13,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from builder.contract import CLUSTER_DIR
 from builder.errors import OutputExists, ToolMissing, UsageError
-from builder.rootfs import CLUSTER_DIR
 
 PRIVATE = "id_ed25519"
 PUBLIC = "id_ed25519.pub"

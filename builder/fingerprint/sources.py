@@ -3,21 +3,65 @@ nodes over ssh, and lock files; collected in parallel."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from builder.errors import UsageError
-from builder.fingerprint import PARTIAL as PARTIAL_GROUPS
-from builder.fingerprint import Fingerprint, of_container, of_image, over_ssh
+from builder.cluster.hostfile import read_hostfile
+from builder.contract import SPEC_HASH_LABEL
+from builder.errors import BuildError, NotInEngine, ToolMissing, UsageError
+from builder.fingerprint.compare import PARTIAL
+from builder.fingerprint.record import Fingerprint, parse_collected
+from builder.lock.file import read_lock
+from builder.payload import payload_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from builder.engine import Engine
+    from builder.engine.base import Engine
 
 CONTAINER = "container:"
+COLLECTOR = "collect.py"
+
+
+def of_image(engine: Engine, reference: str) -> Fingerprint:
+    """An image's fingerprint, from a throwaway container (entrypoint bypassed)."""
+    info = engine.image(reference)
+    try:
+        output = engine.run(reference, ["-c", payload_text(COLLECTOR)], entrypoint=["python3"])
+    except BuildError as exc:
+        raise UsageError(f"image {reference}: the fingerprint collector failed: {exc}") from None
+    return parse_collected(reference, output, info.labels.get(SPEC_HASH_LABEL))
+
+
+def of_container(engine: Engine, container: str) -> Fingerprint:
+    """A running container's fingerprint (docker exec, its own environment)."""
+    image = engine.container_image(container)
+    code, output = engine.exec(container, ["python3", "-c", payload_text(COLLECTOR)])
+    if code != 0:
+        raise UsageError(f"container {container}: the collector failed: {output.strip()[-300:]}")
+    labels = engine.image(image).labels if image else {}
+    return parse_collected(container, output, labels.get(SPEC_HASH_LABEL))
+
+
+def over_ssh(host: str, ssh_config: Path | None, spec_hash: str | None) -> Fingerprint:
+    """A node's fingerprint over ssh (into its container's sshd)."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise ToolMissing("ssh is not installed (package openssh-client)")
+    argv = [ssh, *(["-F", str(ssh_config)] if ssh_config else []), host, "python3", "-"]
+    result = subprocess.run(
+        argv, input=payload_text(COLLECTOR), capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise UsageError(
+            f"{host}: ssh {host} python3 failed (exit {result.returncode}): "
+            f"{result.stderr.strip()[-300:]}"
+        )
+    return parse_collected(host, result.stdout, spec_hash)
 
 
 def gather(jobs: Sequence[Callable[[], Fingerprint]]) -> list[Fingerprint]:
@@ -32,8 +76,6 @@ def of_containers(engine: Engine, names: Sequence[str]) -> list[Fingerprint]:
 
 def of_hosts(hostfile: Path, ssh_config: Path | None) -> list[Fingerprint]:
     """Every host of a DeepSpeed hostfile, over ssh (the bundle's ssh_config by default)."""
-    from builder.cluster.hostfile import read_hostfile
-
     hosts = read_hostfile(hostfile)
     config = ssh_config
     if config is None and (hostfile.parent / "ssh_config").is_file():
@@ -44,11 +86,9 @@ def of_hosts(hostfile: Path, ssh_config: Path | None) -> list[Fingerprint]:
 def of_lock(path: Path) -> Fingerprint:
     """A lock file as a partial fingerprint: Python packages, and the Debian packages
     it pins (those the image added over its base)."""
-    from builder.lock import read_lock
-
     lock = read_lock(path)
     data = {"packages": lock.python, "apt": lock.apt, "spec_hash": lock.spec_hash,
-            PARTIAL_GROUPS: ["apt"]}  # fmt: skip
+            PARTIAL: ["apt"]}  # fmt: skip
     return Fingerprint(str(path), data)
 
 
@@ -61,5 +101,5 @@ def of_reference(engine: Engine, reference: str) -> Fingerprint:
             raise UsageError(f"lock file {reference} does not exist")
         return of_lock(Path(reference))
     if not engine.exists(reference):
-        raise UsageError(f"image {reference} is not in the local engine (and no such lock file)")
+        raise NotInEngine(f"image {reference} is not in the local engine (and no such lock file)")
     return of_image(engine, reference)

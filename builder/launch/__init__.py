@@ -1,6 +1,6 @@
-"""Launch commands as argv lists: containers per node, then the launcher.
+"""Launching the image on nodes: launchers (one module each), runtimes (how a node runs
+a command), the plan (typed, per node and role), the bundle and the Slurm script.
 
-Every emitter returns a list of strings that reaches the process as it is;
-only display joins it (shlex), so a value with spaces, quotes, ``$``, ``;``
-or a newline is quoted exactly once.
+The plan is data; it becomes argv only where it is printed or run, and each
+value is quoted once, when shown.
 """

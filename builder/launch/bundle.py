@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.cluster.keys import AUTHORIZED, PRIVATE, make_keys
-from builder.context import OutputFile
-from builder.launch.plan import DSENV, HOSTFILE, NodeCommand, launch_plan
-from builder.output import write_files
+from builder.contract import DSENV, HOSTFILE
+from builder.launch.plan import LaunchPlan, launch_plan
+from builder.output import OutputFile, write_files
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.spec import Spec
+    from builder.spec.records import Spec
 
 
 def write_bundle(
@@ -42,7 +42,7 @@ def write_bundle(
             HOSTFILE, 0o644, hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
         ),
         OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
-        OutputFile("launch.sh", 0o755, _script(plan.commands, str(directory.resolve()))),
+        OutputFile("launch.sh", 0o755, _script(plan, str(directory.resolve()))),
         OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
         OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
     ]
@@ -52,20 +52,18 @@ def write_bundle(
     return written
 
 
-def _script(commands: tuple[NodeCommand, ...], directory: str) -> str:
+def _script(plan: LaunchPlan, directory: str) -> str:
     """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run.
 
     It first checks that the bundle is where the commands expect it: `docker run
     -v` would make an empty folder in its place, and DeepSpeed without its
     hostfile quietly runs on one node.
     """
-    starts: dict[str, list[NodeCommand]] = {}
-    launchers: list[NodeCommand] = []
-    for command in commands:
-        if command.purpose.startswith("the launcher"):  # deepspeed, mpirun
-            launchers.append(command)
-        else:
-            starts.setdefault(command.node, []).append(command)
+    starts: dict[str, list[tuple[str, ...]]] = {}
+    for step in plan.steps:
+        if step.role != "launch":
+            starts.setdefault(step.node, []).append(step.argv)
+    launchers = plan.of_role("launch")  # deepspeed, mpirun: on the first node, once all are up
     names = " | ".join([*starts, *(["launch"] if launchers else [])])
     lines = [
         "#!/bin/sh",
@@ -84,11 +82,11 @@ def _script(commands: tuple[NodeCommand, ...], directory: str) -> str:
     ]
     for node, node_commands in starts.items():
         lines.append(f"{shlex.quote(node)})")
-        lines += [f"    {shlex.join(c.argv)}" for c in node_commands]
+        lines += [f"    {shlex.join(argv)}" for argv in node_commands]
         lines.append("    ;;")
     if launchers:
         lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
-        lines += [f"    {shlex.join(c.argv)}" for c in launchers]
+        lines += [f"    {shlex.join(step.argv)}" for step in launchers]
         lines.append("    ;;")
     lines += [
         "*)",

@@ -1,64 +1,70 @@
-"""The launch plan of a stack: what to run on which node, in order.
+"""The launch plan of a stack: what runs on which node, in which role, in order.
 
-deepspeed (and gaudi_spawn.py, which runs it; and mpirun): start every
-node's container (its sshd), then run the launcher in the first node's
-container; pdsh reaches the others over ssh with the hostfile and
-.deepspeed_env of the mounted cluster folder. torchrun: every
-node runs the same torchrun command (c10d rendezvous), nothing else. With
-runtime ``none`` the same launcher commands run on the nodes themselves.
+Launchers that reach the nodes over ssh (deepspeed, gaudi_spawn.py, mpirun):
+every node's container starts (its sshd; role ``start``), then the launcher
+runs on the first node (role ``launch``) with the hostfile and
+.deepspeed_env of the mounted cluster folder. Launchers that run on every
+node (torchrun, c10d rendezvous): each node runs the same command in the
+runtime (role ``run``). The steps are typed actions (``launch.runtimes``);
+the bundle, the rehearsal and the Slurm script read their fields, and argv
+is made only where a step is printed or run.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal
 
+from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
-from builder.launch.apptainer import PROGRAMS, exec_argv, sif_name
-from builder.launch.docker_run import container_name, docker_run_argv
-from builder.launch.launchers import (
-    deepspeed_argv,
-    gaudi_spawn_argv,
-    mpirun_argv,
-    torchrun_argv,
+from builder.launch import launchers
+from builder.launch.launchers.base import LaunchContext
+from builder.launch.runtimes import (
+    AWS_EFA_FLAGS,
+    INFINIBAND_FLAGS,
+    RUNTIMES,
+    Action,
+    Setup,
+    runtime,
 )
-from builder.rootfs import CLUSTER_DIR
-from builder.stacks import gaudi_spawn_unsafe, launcher_problems
+from builder.spec.check import launcher_problems
 
 if TYPE_CHECKING:
-    from builder.spec import Launcher, Spec
+    from builder.launch.launchers.base import Launcher
+    from builder.launch.runtimes import Runtime
+    from builder.spec.records import Spec
 
-HOSTFILE = "hostfile"
-DSENV = ".deepspeed_env"
-OVER_SSH = ("deepspeed", "gaudi_spawn", "mpirun")
-SUPPORTED = {
-    "docker": (*OVER_SSH, "torchrun"),
-    "none": (*OVER_SSH, "torchrun"),
-    "apptainer": ("torchrun",),
-    "singularity": ("torchrun",),
-}
+Role = Literal["start", "launch", "run"]
 
 
 @dataclass(frozen=True)
-class NodeCommand:
-    """A command and the node it runs on."""
+class NodeStep:
+    """One action on one node, and its role in the run."""
 
     node: str
-    argv: tuple[str, ...]
+    role: Role
+    action: Action
     purpose: str
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return tuple(self.action.argv())
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything to type, node by node, to start the run."""
+    """Everything to run, node by node, to start the run."""
 
     runtime: str
     launcher: str
     nodes: tuple[str, ...]
     master_addr: str
-    commands: tuple[NodeCommand, ...]
+    steps: tuple[NodeStep, ...]
+
+    def of_role(self, role: Role) -> tuple[NodeStep, ...]:
+        return tuple(step for step in self.steps if step.role == role)
 
     def as_data(self) -> dict[str, Any]:
         return {
@@ -67,14 +73,55 @@ class LaunchPlan:
             "nodes": list(self.nodes),
             "master_addr": self.master_addr,
             "commands": [
-                {"node": c.node, "purpose": c.purpose, "argv": list(c.argv)} for c in self.commands
+                {"node": s.node, "role": s.role, "purpose": s.purpose, "argv": list(s.argv)}
+                for s in self.steps
             ],
         }
 
     def text(self) -> str:
-        return "".join(
-            f"# {c.purpose} (on {c.node})\n{shlex.join(c.argv)}\n" for c in self.commands
+        return "".join(f"# {s.purpose} (on {s.node})\n{shlex.join(s.argv)}\n" for s in self.steps)
+
+
+def supported() -> list[tuple[str, str]]:
+    """Every (runtime, launcher) pair a plan can be made for: launchers that reach the
+    nodes over ssh need a runtime whose nodes serve it."""
+    return [
+        (name, launcher.name)
+        for name in RUNTIMES
+        for launcher in launchers.every()
+        if runtime(name).serves_ssh or not launcher.over_ssh
+    ]
+
+
+def chosen(
+    spec: Spec, runtime_name: str | None, launcher_name: str | None
+) -> tuple[Runtime, Launcher]:
+    """The runtime and launcher of a run (the spec's, or the overrides), checked together
+    and against the image, as the spec's own are."""
+    run = runtime(runtime_name or spec.launch.runtime)
+    name = launcher_name or spec.launch.launcher
+    if name not in launchers.names():
+        raise UsageError(f"--launcher {name!r}: choose one of {', '.join(launchers.names())}")
+    launcher = launchers.get(name)
+    if (run.name, name) not in supported():
+        pairs = [f"{r}+{n}" for r, n in supported()]
+        raise UsageError(
+            f"launcher {name!r} with runtime {run.name!r} is not supported yet (it reaches the "
+            f"nodes over ssh, which {run.name} does not serve); supported: {', '.join(pairs)}"
         )
+    problems = launcher_problems(spec.image, replace(spec.launch, launcher=name))
+    if problems:
+        raise UsageError(
+            f"launcher {name}: " + "; ".join(f"{path}: {what}" for path, what in problems)
+        )
+    return run, launcher
+
+
+def setup_of(
+    spec: Spec, image: str, cluster_dir: str | None, fabric: tuple[str, ...] = ()
+) -> Setup:
+    env = tuple(sorted(platforms.run_environment(spec).items()))
+    return Setup(spec=spec, image=image, cluster_dir=cluster_dir, fabric=fabric, env=env)
 
 
 def launch_plan(
@@ -88,100 +135,33 @@ def launch_plan(
     aws_efa: bool = False,
 ) -> LaunchPlan:
     """The plan for spec's launch section, with runtime/launcher overrides."""
+    run, chosen_launcher = chosen(spec, runtime, launcher)
     launch = spec.launch
-    runtime = runtime or launch.runtime
-    launcher = launcher or launch.launcher
-    if launcher not in SUPPORTED.get(runtime, ()):
-        pairs = [f"{r}+{name}" for r, names in SUPPORTED.items() for name in names]
-        raise UsageError(
-            f"launcher {launcher!r} with runtime {runtime!r} is not supported yet; "
-            f"supported: {', '.join(pairs)}"
-        )
-    chosen = replace(launch, launcher=cast("Launcher", launcher))  # one of SUPPORTED
-    problems = launcher_problems(spec.image, chosen)
-    if problems:
-        raise UsageError(
-            f"launcher {launcher}: " + "; ".join(f"{path}: {what}" for path, what in problems)
-        )
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
-    # what starts a node's container (docker); the launcher's argv follows it
-    start = tuple(
-        docker_run_argv(
-            spec, image=image, cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
-        )
+    fabric = (INFINIBAND_FLAGS if infiniband else ()) + (AWS_EFA_FLAGS if aws_efa else ())
+    setup = setup_of(spec, image, cluster_dir, fabric)
+    context = LaunchContext(
+        spec=spec,
+        nodes=nodes,
+        master=master,
+        cluster=run.cluster_path(cluster_dir),
+        rdzv_id=spec.name,
+        env=setup.env,
     )
-    if launcher in OVER_SSH:
-        commands = _over_ssh(spec, launcher, nodes, master, cluster_dir, runtime, start)
+    chosen_launcher.check_cluster(context.cluster)
+    command = chosen_launcher.command(context)
+    steps: list[NodeStep] = []
+    if chosen_launcher.over_ssh:
+        for node in nodes:
+            start = run.start(setup)
+            if start is not None:
+                steps.append(NodeStep(node, "start", start, "start the node's container (sshd)"))
+        purpose = f"the launcher ({chosen_launcher.reaches_with} reaches the rest)"
+        steps.append(NodeStep(nodes[0], "launch", run.exec(setup, command), purpose))
     else:
-        commands = _torchrun(spec, nodes, master, image, cluster_dir, runtime, start)
-    return LaunchPlan(runtime, launcher, nodes, master, tuple(commands))
-
-
-def _over_ssh(
-    spec: Spec,
-    launcher: str,
-    nodes: tuple[str, ...],
-    master: str,
-    cluster_dir: str,
-    runtime: str,
-    start: tuple[str, ...],
-) -> list[NodeCommand]:
-    """deepspeed, gaudi_spawn or mpirun: containers with sshd on every node, the
-    launcher on the first."""
-    inside = CLUSTER_DIR if runtime == "docker" else cluster_dir
-    hostfile = f"{inside}/{HOSTFILE}"
-    env = [f"DS_ENV_FILE={inside}/{DSENV}"]
-    if launcher == "mpirun":
-        env = []
-        argv = mpirun_argv(
-            spec.launch,
-            hostfile=hostfile,
-            nnodes=len(nodes),
-            master_addr=master,
-            as_root=spec.image.user.name == "root",
-        )
-    elif launcher == "gaudi_spawn":
-        # DistributedRunner puts the hostfile path into its bash line bare
-        if " " in hostfile or gaudi_spawn_unsafe(hostfile):
-            raise UsageError(
-                f"--cluster-dir {cluster_dir!r}: gaudi_spawn.py passes the hostfile path "
-                "to bash unquoted; use a folder whose path has only letters, digits and _@%+=:,./-"
-            )
-        argv = gaudi_spawn_argv(spec.launch, hostfile=hostfile, nnodes=len(nodes))
-    else:
-        argv = deepspeed_argv(spec.launch, hostfile=hostfile, master_addr=master)
-    purpose = f"the launcher ({'mpirun' if launcher == 'mpirun' else 'pdsh'} reaches the rest)"
-    if runtime == "none":
-        prefix = ["env", *env] if env else []
-        return [NodeCommand(nodes[0], (*prefix, *argv), purpose)]
-    commands = [NodeCommand(node, start, "start the node's container (sshd)") for node in nodes]
-    exec_argv = ["docker", "exec", *(arg for e in env for arg in ("--env", e))]
-    exec_argv += ["--workdir", spec.image.workdir, container_name(spec), *argv]
-    commands.append(NodeCommand(nodes[0], tuple(exec_argv), purpose))
-    return commands
-
-
-def _torchrun(
-    spec: Spec,
-    nodes: tuple[str, ...],
-    master: str,
-    image: str,
-    cluster_dir: str,
-    runtime: str,
-    start: tuple[str, ...],
-) -> list[NodeCommand]:
-    """The same c10d torchrun on every node: in the runtime's container, or bare."""
-    launcher = torchrun_argv(spec.launch, nnodes=len(nodes), master_addr=master, rdzv_id=spec.name)
-    if runtime in PROGRAMS:
-        run = exec_argv(
-            spec, sif=sif_name(image), command=launcher, cluster_dir=cluster_dir, program=runtime
-        )
-        return [NodeCommand(node, tuple(run), f"torchrun in {runtime}") for node in nodes]
-    if runtime == "none":
-        return [
-            NodeCommand(node, tuple(launcher), "torchrun (the same on every node)")
-            for node in nodes
+        action = run.run(setup, command)
+        steps += [
+            NodeStep(node, "run", action, run.purpose(chosen_launcher.name)) for node in nodes
         ]
-    in_container = (*start, *launcher)  # docker run ... IMAGE, then the command
-    return [NodeCommand(node, in_container, "the node's container runs torchrun") for node in nodes]
+    return LaunchPlan(run.name, chosen_launcher.name, nodes, master, tuple(steps))

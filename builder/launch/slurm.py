@@ -1,12 +1,13 @@
-"""The sbatch script: one Slurm task per node, each running torchrun in the runtime.
+"""The sbatch script: one Slurm task per node, each running the launcher in the runtime.
 
-The shape people use: ``#SBATCH`` options from the spec, the master from
-``scontrol show hostnames "$SLURM_JOB_NODELIST"`` (first line), the run's
-environment exported once, ``srun --ntasks-per-node=1`` of the same c10d
-torchrun on every node (rendezvous id = the job id). With Apptainer the
-environment is re-injected as APPTAINERENV_* (``--cleanenv`` drops the rest);
-with ``none`` the image is the nodes' own environment. Checked by a real
-Slurm cluster in tests/integration.
+The shape people use: ``#SBATCH`` options from the spec (and the platform's
+resources), the master from ``scontrol show hostnames "$SLURM_JOB_NODELIST"``
+(first line), the run's environment exported once, ``srun
+--ntasks-per-node=1`` of the same command on every node (for torchrun: c10d
+rendezvous, id = the job id). The runtime's batch action is the plan's own
+(``launch.runtimes``); with Apptainer the environment is re-injected as
+APPTAINERENV_* (``--cleanenv`` drops the rest); with ``none`` the image is
+the nodes' own environment. Checked by a real Slurm cluster in tests/integration.
 """
 
 from __future__ import annotations
@@ -14,18 +15,24 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from builder import platforms
+from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
-from builder.launch.apptainer import PROGRAMS, sif_name
-from builder.launch.docker_run import docker_run_argv
-from builder.render import HEADER, render_template
-from builder.rootfs import CLUSTER_DIR
-from builder.spec import Accelerator
+from builder.launch import launchers
+from builder.launch.launchers import FromShell, LaunchContext
+from builder.launch.plan import chosen, setup_of
+from builder.templating import HEADER, render_template
 
 if TYPE_CHECKING:
-    from builder.spec import Spec
+    from collections.abc import Iterable
+
+    from builder.spec.records import Spec
 
 # Left for the batch shell to expand on the node, never quoted away.
-NNODES, MASTER, JOB = '"$SLURM_NNODES"', '"$MASTER_ADDR:$MASTER_PORT"', '"$SLURM_JOB_ID"'
+NNODES = FromShell('"$SLURM_NNODES"')
+MASTER = FromShell('"$MASTER_ADDR"')
+ENDPOINT = FromShell('"$MASTER_ADDR:$MASTER_PORT"')
+JOB = FromShell('"$SLURM_JOB_ID"')
 
 
 def sbatch_script(
@@ -37,69 +44,53 @@ def sbatch_script(
     runtime: str | None = None,
     launcher: str | None = None,
 ) -> str:
-    """The job script of spec's launch (torchrun; the runtime from the spec or runtime)."""
+    """The job script of spec's launch (the runtime and launcher from the spec, or these)."""
     launch = spec.launch
-    runtime = runtime or launch.runtime
-    launcher = launcher or launch.launcher
-    if launcher != "torchrun":
+    name = launcher or launch.launcher
+    if name in launchers.names() and not launchers.get(name).batch:
         raise UsageError(
             f"`builder slurm` writes one Slurm task per node, each running torchrun; launcher "
-            f"{launcher!r} is not supported in batch scripts. Pass --launcher torchrun: "
+            f"{name!r} is not supported in batch scripts. Pass --launcher torchrun: "
             "DeepSpeed's engine takes its ranks from torchrun's RANK/LOCAL_RANK/WORLD_SIZE "
             "(a script that requires --local_rank must read LOCAL_RANK instead)"
         )
-    from builder.cluster.hostfile import hosts_from_nodes
-
+    run, batch_launcher = chosen(spec, runtime, name)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    torchrun = [
-        "torchrun", "--nnodes", NNODES, "--nproc-per-node", str(launch.slots),
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", MASTER, "--rdzv-id", JOB,
-    ]  # fmt: skip
-    tail = " ".join([*torchrun, *(shlex.quote(a) for a in (launch.script, *launch.args))])
-    exports = [f"{key}={shlex.quote(value)}" for key, value in sorted(launch.env.items())]
-    if runtime in PROGRAMS:
-        prefix = "APPTAINERENV_" if runtime == "apptainer" else "SINGULARITYENV_"
-        exports += [
-            f"{prefix}{key}={shlex.quote(value)}" for key, value in sorted(launch.env.items())
-        ]
-        run = [runtime, "exec", "--cleanenv"]
-        run += ["--nv"] if spec.image.accelerator is Accelerator.cuda else []
-        run += ["--bind", f"{cluster_dir}:{CLUSTER_DIR}:ro"]
-        for mount in launch.mounts:
-            run += ["--bind", f"{mount.source}:{mount.target}" + (":ro" if mount.read_only else "")]
-        command = f"{shlex.join([*run, sif_name(image)])} {tail}"
-        where = f"in {runtime} ({sif_name(image)})"
-    elif runtime == "docker":
-        argv = docker_run_argv(spec, image=image, cluster_dir=cluster_dir)
-        argv = [a for a in argv if a != "--detach"]
-        argv[argv.index("--name") : argv.index("--name") + 2] = ["--rm"]
-        command = f"{shlex.join(argv)} {tail}"
-        where = f"in a docker container of {image}"
-    elif runtime == "none":
-        command, where = tail, "directly on the node (the image is its environment)"
-    else:
-        raise UsageError(f"runtime {runtime!r}: choose docker, apptainer, singularity or none")
+    setup = setup_of(spec, image, cluster_dir)
+    context = LaunchContext(
+        spec=spec,
+        nodes=(),
+        master=MASTER,
+        cluster=run.cluster_path(cluster_dir),
+        rdzv_id=JOB,
+        nnodes=NNODES,
+        endpoint=ENDPOINT,
+        env=setup.env,
+    )
+    action = run.batch(setup, batch_launcher.command(context))
+    exports = [*setup.env, *run.batch_env(setup)]
     return render_template(
         "slurm/job.sbatch.j2",
         {
             "options": _options(spec, nnodes),
             "header": HEADER.format(source=source),
-            "where": where,
+            "where": run.where(image),
             "port": launch.master_port,
-            "exports": exports,
-            "command": command,
+            "exports": [f"{key}={shlex.quote(value)}" for key, value in exports],
+            "command": shell_line(action.argv()),
         },
     )
+
+
+def shell_line(argv: Iterable[str]) -> str:
+    """argv as one line of the batch script: every value quoted but the shell's own."""
+    return " ".join(a if isinstance(a, FromShell) else shlex.quote(a) for a in argv)
 
 
 def _options(spec: Spec, nnodes: int) -> list[str]:
     slurm = spec.launch.slurm
     options = [f"--job-name={spec.name}", f"--nodes={nnodes}", "--ntasks-per-node=1"]
-    gpus = slurm.gpus_per_node
-    if gpus is None and spec.image.accelerator is Accelerator.cuda:
-        gpus = spec.launch.slots
-    if gpus:
-        options.append(f"--gpus-per-node={gpus}")
+    options += platforms.get(spec.image.accelerator).slurm_options(spec.launch)
     if slurm.cpus_per_task:
         options.append(f"--cpus-per-task={slurm.cpus_per_task}")
     for name, value in (

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from builder.lint import Finding
+from builder.lint.findings import Finding
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

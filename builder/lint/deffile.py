@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from builder.lint import Finding
+from builder.lint.findings import Finding
 
 VALID_HEADERS = frozenset({
     "bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include",

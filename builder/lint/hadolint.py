@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import LintError, ToolMissing
-from builder.lint import Finding
+from builder.lint.findings import Finding
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -16,19 +16,20 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
-from builder.context import OutputFile
+from builder.contract import CLUSTER_DIR, REHEARSAL_BASE_LABEL
+from builder.engine.build import run_build
+from builder.errors import BuildError
 from builder.launch.slurm import sbatch_script
-from builder.recipe import LABEL_PREFIX
-from builder.rehearse.report import Fault
-from builder.rootfs import CLUSTER_DIR
+from builder.output import OutputFile
 
 if TYPE_CHECKING:
-    from builder.engine import Engine
-    from builder.rehearse.run import Rehearsal
+    from builder.engine.base import Engine
+    from builder.rehearse.session import Session
+    from builder.rehearse.staging import Workload
 
 CONTROLLER = "slurmctl"
 SLURM_READY = 90.0
-BASE_LABEL = f"{LABEL_PREFIX}.rehearsal-base"
+BASE_LABEL = REHEARSAL_BASE_LABEL
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 DOCKERFILE = """\
@@ -75,55 +76,53 @@ exec sleep infinity
 """
 
 
-class SlurmRehearsal:
-    """The Slurm phases of a rehearsal (which owns the nodes, folder and outcome)."""
+class SlurmCluster:
+    """A controller and one slurmd per node in the session; the job is `builder slurm`'s
+    script for the staged spec, submitted with sbatch and followed to its end."""
 
-    def __init__(self, rehearsal: Rehearsal) -> None:
-        self.r = rehearsal
-        self.controller = f"{rehearsal.id}-{CONTROLLER}"
+    def __init__(self, session: Session, workload: Workload, image: str) -> None:
+        self.session = session
+        self.workload = workload
+        self.image = image
+        self.controller = f"{session.id}-{CONTROLLER}"
 
-    def run(self) -> None:
+    def up(self) -> None:
+        """The Slurm image, the cluster's config, its containers, every node idle."""
+        session = self.session
         image = self._slurm_image()
-        self.r.phase("slurm image")
+        session.phase("slurm image")
         self._write_config()
         started = [self._start(CONTROLLER, self.controller, image)]
-        started += [self._start(node.name, node.container, image) for node in self.r.nodes]
-        self.r.phase("containers up")
-        if not all(started):
-            return
-        if not self._ready():
-            return
-        self.r.phase("slurm ready")
-        if self.r.after_start:
-            self.r.after_start(self.r)
-        self._job()
+        started += [self._start(node.name, node.container, image) for node in session.nodes]
+        session.phase("containers up")
+        if all(started) and self._ready():
+            session.phase("slurm ready")
 
     def _slurm_image(self) -> str:
-        from builder.build import run_build
-
-        engine = self.r.engine
-        base_id = engine.image(self.r.image).id
+        engine = self.session.engine
+        base_id = engine.image(self.image).id
         reference = f"builder-rehearsal/slurm:{base_id.removeprefix('sha256:')[:16]}"
         if engine.exists(reference):
             return reference
-        self.r.say(f"adding Slurm and munge to {self.r.image} (once per image) as {reference}")
-        dockerfile = DOCKERFILE.format(image=self.r.image, label=BASE_LABEL, image_id=base_id)
+        self.session.say(f"adding Slurm and munge to {self.image} (once per image) as {reference}")
+        dockerfile = DOCKERFILE.format(image=self.image, label=BASE_LABEL, image_id=base_id)
         run_build([OutputFile("Dockerfile", 0o644, dockerfile)], reference, engine=engine)
         drop_stale_slurm_images(engine, keep=reference)
         return reference
 
     def _write_config(self) -> None:
-        folder = self.r.folder
+        session = self.session
+        folder = session.folder
         (folder / "munge.key").write_bytes(secrets.token_bytes(1024))
         (folder / "slurm.conf").write_text(
             SLURM_CONF.format(
-                controller=CONTROLLER, count=len(self.r.nodes), cpus=os.cpu_count() or 1
+                controller=CONTROLLER, count=len(session.nodes), cpus=os.cpu_count() or 1
             )
         )
         (folder / "start.sh").write_text(START.format(folder=CLUSTER_DIR, controller=CONTROLLER))
         script = sbatch_script(
-            self.r.spec,
-            image=self.r.image,
+            self.workload.spec,
+            image=self.image,
             cluster_dir=CLUSTER_DIR,
             source="builder rehearse",
             runtime="none",
@@ -131,78 +130,79 @@ class SlurmRehearsal:
         (folder / "job.sbatch").write_text(script)
 
     def _start(self, hostname: str, name: str, image: str) -> bool:
-        from builder.errors import BuildError
-        from builder.rehearse.nodes import LABEL
-
+        session = self.session
+        key, value = session.label
         try:
-            self.r.engine.start(
+            session.engine.start(
                 image,
                 name=name,
-                mounts={str(self.r.folder): (CLUSTER_DIR, "rw")},
-                network=self.r.network,
+                mounts={str(session.folder): (CLUSTER_DIR, "rw")},
+                network=session.network,
                 command=["bash", f"{CLUSTER_DIR}/start.sh"],
                 init=True,
-                labels={LABEL: self.r.id},
+                labels={key: value},
                 hostname=hostname,
             )
         except BuildError as exc:
-            self.r.outcome.faults.append(Fault(hostname, str(exc)))
+            session.fault(hostname, str(exc))
             return False
         return True
 
     def _ready(self) -> bool:
         """Every node idle in sinfo, or a fault naming the nodes that are not."""
+        session = self.session
         deadline = time.monotonic() + SLURM_READY
         states: dict[str, str] = {}
         while time.monotonic() < deadline:
-            code, out = self.r.engine.exec(self.controller, ["sinfo", "-h", "-N", "-o", "%N %t"])
+            code, out = session.engine.exec(self.controller, ["sinfo", "-h", "-N", "-o", "%N %t"])
             states = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
-            if code == 0 and all(states.get(n.name) == "idle" for n in self.r.nodes):
+            if code == 0 and all(states.get(n.name) == "idle" for n in session.nodes):
                 return True
             time.sleep(0.5)
-        for node in self.r.nodes:
+        for node in session.nodes:
             if states.get(node.name) != "idle":
-                self.r.node_fault(node, f"slurmd not idle after {SLURM_READY:.0f} s "
+                session.node_fault(node, f"slurmd not idle after {SLURM_READY:.0f} s "
                                    f"(state {states.get(node.name, 'unknown')})")  # fmt: skip
         return False
 
-    def _job(self) -> None:
-        engine = self.r.engine
+    def job(self) -> None:
+        session = self.session
+        engine = session.engine
         code, out = engine.exec(
             self.controller, ["bash", "-c", f"cd {CLUSTER_DIR} && sbatch --parsable job.sbatch"]
         )
         if code != 0:
-            self.r.outcome.faults.append(Fault(None, "sbatch refused the script", out.strip()))
+            session.fault(None, "sbatch refused the script", out.strip())
             return
         job = out.strip().split(";")[0]
-        self.r.say(f"job: sbatch job {job} (the script `builder slurm` writes)")
-        deadline = time.monotonic() + self.r.timeout
+        session.say(f"job: sbatch job {job} (the script `builder slurm` writes)")
+        deadline = time.monotonic() + session.timeout
         state = ""
         while state not in DONE and time.monotonic() < deadline:
             time.sleep(0.5)
             info = engine.exec(self.controller, ["scontrol", "show", "job", job])[1]
             found = re.search(r"JobState=(\S+)", info)
             state = found.group(1) if found else state
-        self.r.phase("job")
-        output_file = self.r.folder / f"{self.r.spec.name}-{job}.out"
+        session.phase("job")
+        output_file = session.folder / f"{self.workload.spec.name}-{job}.out"
         output = output_file.read_text(errors="replace") if output_file.exists() else ""
         if state not in DONE:
             engine.exec(self.controller, ["scancel", job])
-            self.r.outcome.faults.append(
-                Fault(None, f"job {job} still {state or 'pending'} after {self.r.timeout:.0f} s")
+            session.fault(
+                None, f"job {job} still {state or 'pending'} after {session.timeout:.0f} s"
             )
         elif state != "COMPLETED":
             failed = re.findall(
                 r"srun: error: (\S+): task \d+: Exited with exit code (\d+)", output
             )
             for name, node_code in failed:
-                self.r.outcome.faults.append(
-                    Fault(name, f"its task exited with code {node_code}", _lines_of(output, name))
+                session.fault(
+                    name, f"its task exited with code {node_code}", _lines_of(output, name)
                 )
             if not failed:
                 tail = "\n".join(output.splitlines()[-15:])
-                self.r.outcome.faults.append(Fault(None, f"job {job} ended {state}", tail))
-        self.r.judge(output, 0)
+                session.fault(None, f"job {job} ended {state}", tail)
+        session.judge(output, self.workload.expected)
 
 
 def drop_stale_slurm_images(engine: Engine, keep: str) -> list[str]:

@@ -23,8 +23,8 @@ from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.errors import UsageError
 from builder.launch.launchers import gaudi_spawn_argv
 from builder.launch.plan import launch_plan
-from builder.loader import load_preset
-from builder.stacks import check_spec
+from builder.spec.check import check_spec
+from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,7 +63,7 @@ def through_runner(
     hostfile.write_text(hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots)))
     if planned:
         plan = launch_plan(spec, image="img:1", cluster_dir=str(tmp_path), runtime="none")
-        argv = list(plan.commands[-1].argv)
+        argv = list(plan.steps[-1].argv)
     else:
         argv = gaudi_spawn_argv(spec.launch, hostfile=str(hostfile), nnodes=3)
     spawn = argv[argv.index("python") + 2 :]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from builder.launch.launchers import deepspeed_argv, torchrun_argv
 from builder.launch.plan import launch_plan
-from builder.loader import load_preset
+from builder.spec.loader import load_preset
 
 ARGS = ("--config", "my conf.json", "--name", "it's $HOME; `x`", "--emoji", "✓", "--nl", "a\nb")
 
@@ -61,11 +61,11 @@ def test_torchrun_static_reads_what_we_meant(torchrun_parser: Any) -> None:
 def test_the_planned_launcher_parses_too(deepspeed_runner: Any, torchrun_parser: Any) -> None:
     spec = load_preset("cpu-deepspeed").spec
     plan = launch_plan(spec, image="img:1", cluster_dir="/c", runtime="docker")
-    exec_argv = list(plan.commands[-1].argv)
+    exec_argv = list(plan.steps[-1].argv)
     launcher = exec_argv[exec_argv.index("deepspeed") + 1 :]
     assert deepspeed_runner.parse_args(launcher).hostfile == "/etc/builder/cluster/hostfile"
     plan = launch_plan(spec, image="img:1", cluster_dir="/c", launcher="torchrun")
-    run = list(plan.commands[0].argv)
+    run = list(plan.steps[0].argv)
     assert torchrun_parser.parse_args(run[run.index("torchrun") + 1 :]).nnodes == "2"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.launch.launchers import mpirun_argv
-from builder.loader import load_preset
+from builder.spec.loader import load_preset
 from tests.conftest import real_tool
 
 PROBE = """\

@@ -12,10 +12,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder.launch.plan import SUPPORTED, launch_plan
+from builder.launch.plan import launch_plan, supported
 from builder.launch.slurm import sbatch_script
-from builder.loader import load_preset
 from builder.spec import Mount
+from builder.spec.loader import load_preset
 
 text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
 env_values = text.filter(lambda v: "\n" not in v and "\r" not in v)
@@ -50,15 +50,14 @@ def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], dat
             mounts=(Mount(data, "/data", read_only=True),),
         ),
     )
-    for runtime, launchers in SUPPORTED.items():
-        for launcher in launchers:
-            if launcher == "gaudi_spawn":
-                continue  # Gaudi only, and refuses such values: see test_gaudi_spawn.py
-            plan = launch_plan(
-                spec, image="team/t:1", cluster_dir="/c d", runtime=runtime, launcher=launcher
-            )
-            for command in plan.commands:
-                assert shell_argv(command.argv) == list(command.argv), (runtime, launcher)
+    for runtime, launcher in supported():
+        if launcher == "gaudi_spawn":
+            continue  # Gaudi only, and refuses such values: see test_gaudi_spawn.py
+        plan = launch_plan(
+            spec, image="team/t:1", cluster_dir="/c d", runtime=runtime, launcher=launcher
+        )
+        for step in plan.steps:
+            assert shell_argv(step.argv) == list(step.argv), (runtime, launcher)
 
 
 @settings(max_examples=40, deadline=None)

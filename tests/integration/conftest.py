@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.errors import EngineUnavailable
-from builder.inputs import BuildInputs, load_inputs
-from builder.loader import load_preset
+from builder.image.inputs import BuildInputs, load_inputs
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
+from builder.spec.loader import load_preset
 from tests.conftest import unavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
-    from builder.build import BuildResult
-    from builder.engine import Engine
-    from builder.rehearse.run import Outcome
+    from builder.engine import DockerEngine, Engine
+    from builder.engine.build import BuildResult
+    from builder.rehearse.run import Rehearsal
+    from builder.rehearse.session import Outcome
 
 BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
 CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
@@ -39,11 +40,11 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="session")
-def engine() -> Engine:
-    from builder.engine import Engine
+def engine() -> DockerEngine:
+    from builder.engine import connect
 
     try:
-        return Engine.connect()
+        return connect()
     except EngineUnavailable as exc:
         unavailable(f"{exc} (scripts/engine.sh starts one)")
         raise
@@ -70,10 +71,10 @@ def no_images_left() -> Iterator[None]:
     BUILDER_TEST_PRUNE=1 (CI, whose engine is its own) every other untagged image
     goes too: what earlier runs, killed or older, left behind.
     """
-    from builder.engine import Engine
+    from builder.engine import connect
 
     try:
-        engine = Engine.connect()
+        engine = connect()
     except EngineUnavailable:
         yield
         return
@@ -156,8 +157,8 @@ def inputs(base_image: str, wheelhouse: Path) -> BuildInputs:
 @pytest.fixture(scope="session")
 def cpu_image(engine: Engine, inputs: BuildInputs) -> BuildResult:
     """The cpu-deepspeed preset, built for real once per session."""
-    from builder.build import build_image
-    from builder.progress import PlainProgress
+    from builder.engine.build import build_image
+    from builder.engine.progress import PlainProgress
 
     with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
         return keep(
@@ -212,14 +213,36 @@ def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(nodes: int, launcher: str, **options: object) -> Outcome:
     """A rehearsal of the cpu-deepspeed preset on the built image (IMAGE)."""
-    from builder.engine import Engine
+    from builder.engine import connect
     from builder.rehearse.run import rehearse
 
     return rehearse(
         load_preset("cpu-deepspeed").spec,
         image=IMAGE,
-        engine=Engine.connect(),
+        engine=connect(),
         nodes=nodes,
         launcher=launcher,
         **options,  # type: ignore[arg-type]
     )
+
+
+def run_between(
+    nodes: int, launcher: str, between: Callable[[Rehearsal], None], **options: object
+) -> Outcome:
+    """The same rehearsal in its two phases, with `between` acting on the nodes once they
+    are up and before the job runs (a fault injected for real)."""
+    from builder.engine import connect
+    from builder.rehearse.run import Rehearsal
+
+    with Rehearsal(
+        load_preset("cpu-deepspeed").spec,
+        image=IMAGE,
+        engine=connect(),
+        nodes=nodes,
+        launcher=launcher,
+        **options,  # type: ignore[arg-type]
+    ) as rehearsal:
+        rehearsal.up()
+        if rehearsal.outcome.ok:
+            between(rehearsal)
+        return rehearsal.job()

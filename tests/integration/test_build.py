@@ -10,16 +10,17 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.context import DOCKERFILE, docker_context
-from builder.inputs import with_base
-from builder.loader import load_preset
-from builder.recipe import LABEL_PREFIX, image_recipe, spec_hash
+from builder.contract import LABEL_PREFIX
+from builder.image.context import DOCKERFILE, docker_context
+from builder.image.inputs import with_base
+from builder.image.recipe import image_recipe, spec_hash
+from builder.spec.loader import load_preset
 from tests.integration.conftest import CA_BUNDLE, IMAGE, TORCH, run_in, saved_layers
 
 if TYPE_CHECKING:
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
 
 pytestmark = pytest.mark.integration
 

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.build import build_image
-from builder.loader import load_preset, load_spec
-from builder.presets import preset_text
+from builder.engine.build import build_image
+from builder.spec.loader import load_preset, load_spec
+from builder.spec.presets import preset_text
 from tests.integration.conftest import IMAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
 
 pytestmark = pytest.mark.integration
 
@@ -79,10 +79,11 @@ def test_a_no_cache_build_of_another_stack_costs_this_one_nothing(
     stack from the same base must not become the cache of this one's first steps."""
     from dataclasses import replace
 
-    from builder.build import run_build
-    from builder.context import DOCKERFILE, OutputFile, docker_context
-    from builder.inputs import with_base
-    from builder.recipe import image_recipe
+    from builder.engine.build import run_build
+    from builder.image.context import DOCKERFILE, docker_context
+    from builder.image.inputs import with_base
+    from builder.image.recipe import image_recipe
+    from builder.output import OutputFile
 
     stack = with_base(load_preset("cpu-deepspeed"), inputs)
     image = stack.spec.image

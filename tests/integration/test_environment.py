@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING
 import pytest
 from typer.testing import CliRunner
 
-from builder.build import build_image
 from builder.cli import app
+from builder.contract import LABEL_PREFIX
+from builder.engine.build import build_image
 from builder.errors import BuildError
 from builder.fingerprint import differences, of_container, of_image
-from builder.loader import load_spec
 from builder.lock import lock_path, with_lock
-from builder.recipe import LABEL_PREFIX
-from tests.integration.conftest import CA_BUNDLE, IMAGE, run
+from builder.spec.loader import load_spec
+from tests.integration.conftest import CA_BUNDLE, IMAGE, run_between
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.build import BuildResult
     from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
 
 pytestmark = pytest.mark.integration
@@ -125,8 +125,9 @@ def test_verify_names_the_drifted_node_and_package(
     reports: dict[str, object] = {}
 
     def drift_then_verify(rehearsal: Rehearsal) -> None:
-        engine = rehearsal.engine
-        first, second = (node.container for node in rehearsal.nodes[:2])
+        session = rehearsal.session
+        engine = session.engine
+        first, second = (node.container for node in session.nodes[:2])
         subprocess.run(
             ["docker", "cp", str(other_einops), f"{second}:/tmp/{other_einops.name}"], check=True
         )
@@ -144,9 +145,7 @@ def test_verify_names_the_drifted_node_and_package(
         # and over ssh into the nodes' sshd, with the bundle's ssh_config, as on a cluster
         hostfile = tmp_path / "hostfile"
         hostfile.write_text(
-            "".join(
-                f"{engine.container_ip(c, rehearsal.network)} slots=2\n" for c in (first, second)
-            )
+            "".join(f"{engine.container_ip(c, session.network)} slots=2\n" for c in (first, second))
         )
         reports["ssh"] = runner.invoke(
             app,
@@ -155,11 +154,11 @@ def test_verify_names_the_drifted_node_and_package(
                 "--hostfile",
                 str(hostfile),
                 "--ssh-config",
-                str(rehearsal.folder / "ssh_config"),
+                str(session.folder / "ssh_config"),
             ],
         )
 
-    outcome = run(2, "deepspeed", after_start=drift_then_verify)
+    outcome = run_between(2, "deepspeed", drift_then_verify)
     assert any("einops 0.8.1 (on node1: 0.8.2)" in f.what for f in outcome.faults)
     for way in ("exec", "ssh"):
         result = reports[way]

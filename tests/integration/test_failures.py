@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import EXIT_CODES
-from builder.presets import preset_text
+from builder.spec.presets import preset_text
 from tests.conftest import ctrl_c_reaches_it
 from tests.integration.conftest import CA_BUNDLE
 

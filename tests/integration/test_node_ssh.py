@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from builder.build import BuildResult
     from builder.engine import Engine
+    from builder.engine.build import BuildResult
 
 pytestmark = pytest.mark.integration
 

@@ -17,19 +17,19 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.loader import load_preset
-from builder.rehearse.nodes import LABEL
+from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.rehearse.run import rehearse
+from builder.spec.loader import load_preset
 from tests.conftest import ctrl_c_reaches_it
-from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, run
+from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, run, run_between
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from builder.build import BuildResult
-    from builder.engine import Engine
-    from builder.inputs import BuildInputs
+    from builder.engine import DockerEngine, Engine
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 SLOTS = load_preset("cpu-deepspeed").spec.launch.slots
 
 
-def _leftovers(engine: Engine) -> tuple[list[str], list[str], int]:
+def _leftovers(engine: DockerEngine) -> tuple[list[str], list[str], int]:
     client = engine._client
     containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": LABEL})]
     networks = [str(n.name) for n in client.networks.list() if str(n.name).startswith("rehearse-")]
@@ -45,7 +45,7 @@ def _leftovers(engine: Engine) -> tuple[list[str], list[str], int]:
 
 
 @pytest.fixture
-def clean(engine: Engine, cpu_image: BuildResult) -> Iterator[None]:
+def clean(engine: DockerEngine, cpu_image: BuildResult) -> Iterator[None]:
     """Every test leaves the engine as it found it."""
     before = _leftovers(engine)
     yield
@@ -78,21 +78,22 @@ def test_slurm_runs_the_generated_script_to_completed() -> None:
     assert "slurm ready" in [name for name, _ in outcome.phases]
 
 
-def in_node(name: str, command: list[str]) -> object:
-    """An after_start hook that runs command in one node's container."""
+def in_node(name: str, command: list[str]) -> Callable[[Rehearsal], None]:
+    """Run command in one node's container, between the rehearsal's phases."""
 
-    def hook(rehearsal: Rehearsal) -> None:
-        node = next(n for n in rehearsal.nodes if n.name == name)
-        code, out = rehearsal.engine.exec(node.container, command)
+    def act(rehearsal: Rehearsal) -> None:
+        session = rehearsal.session
+        node = next(n for n in session.nodes if n.name == name)
+        code, out = session.engine.exec(node.container, command)
         assert code == 0, out
 
-    return hook
+    return act
 
 
 @pytest.mark.usefixtures("clean")
 def test_a_node_whose_sshd_dies_is_named() -> None:
     # sshd is the container's main process: killing it is a node losing sshd
-    outcome = run(2, "deepspeed", after_start=in_node("node2", ["kill", "1"]))
+    outcome = run_between(2, "deepspeed", in_node("node2", ["kill", "1"]))
     assert not outcome.ok
     (fault,) = outcome.faults
     assert fault.node == "node2"
@@ -102,16 +103,16 @@ def test_a_node_whose_sshd_dies_is_named() -> None:
 @pytest.mark.usefixtures("clean")
 def test_a_node_with_another_package_version_is_named(other_einops: Path) -> None:
     def downgrade(rehearsal: Rehearsal) -> None:
-        node = rehearsal.nodes[1]
+        node = rehearsal.session.nodes[1]
         subprocess.run(
             ["docker", "cp", str(other_einops), f"{node.container}:/tmp/{other_einops.name}"],
             check=True,
         )
         command = ["pip", "install", "-q", "--no-deps", f"/tmp/{other_einops.name}"]
-        code, out = rehearsal.engine.exec(node.container, command)
+        code, out = rehearsal.session.engine.exec(node.container, command)
         assert code == 0, out
 
-    outcome = run(2, "deepspeed", after_start=downgrade)
+    outcome = run_between(2, "deepspeed", downgrade)
     assert not outcome.ok
     drift = [f for f in outcome.faults if "environment differs" in f.what]
     assert [f.node for f in drift] == ["node2"]
@@ -191,7 +192,7 @@ def test_ctrl_c_tears_everything_down() -> None:
 
 
 def test_an_image_without_what_the_launcher_needs_is_refused(
-    engine: Engine, base_image: str
+    engine: DockerEngine, base_image: str
 ) -> None:
     from builder.errors import UsageError
 
@@ -211,8 +212,8 @@ def openmpi_image(engine: Engine, inputs: BuildInputs) -> str:
     """cpu-deepspeed with image.openmpi: true, built for real."""
     from dataclasses import replace
 
-    from builder.build import build_image
-    from builder.loader import Stack
+    from builder.engine.build import build_image
+    from builder.spec.loader import Stack
 
     stack = load_preset("cpu-deepspeed")
     spec = replace(stack.spec, image=replace(stack.spec.image, openmpi=True))
@@ -234,7 +235,9 @@ def test_mpirun_where_the_image_has_openmpi(engine: Engine, openmpi_image: str) 
     assert {row.local_rank for row in outcome.rows} == set(range(SLOTS))
 
 
-def test_keep_leaves_the_cluster_up_until_removed(engine: Engine, cpu_image: BuildResult) -> None:
+def test_keep_leaves_the_cluster_up_until_removed(
+    engine: DockerEngine, cpu_image: BuildResult
+) -> None:
     outcome = run(2, "torchrun", keep=True)
     assert outcome.ok
     assert outcome.kept is not None
@@ -256,8 +259,8 @@ def test_slurm_images_of_images_that_were_rebuilt_are_dropped(
     engine: Engine, base_image: str
 ) -> None:
     """A rebuild moves the image's tag: its derived Slurm image can never be used again."""
-    from builder.build import run_build
-    from builder.context import OutputFile
+    from builder.engine.build import run_build
+    from builder.output import OutputFile
     from builder.rehearse.slurm import BASE_LABEL, drop_stale_slurm_images
 
     def tiny(reference: str, lines: str) -> str:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from builder.build import build_image
+from builder.engine.build import build_image
+from builder.engine.progress import PlainProgress
 from builder.errors import BuildError, Interrupted
-from builder.inputs import BuildInputs
-from builder.loader import load_preset
-from builder.progress import PlainProgress
+from builder.image.inputs import BuildInputs
+from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.context import render_outputs
 from builder.errors import EXIT_CODES
-from builder.loader import load_preset
-from builder.presets import preset_names, preset_text
+from builder.image.context import render_outputs
+from builder.spec.loader import load_preset
+from builder.spec.presets import preset_names, preset_text
 from tests.conftest import MINIMAL
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def test_help_does_not_import_heavy_modules() -> None:
         "import sys; sys.argv = ['builder', '--help']\n"
         "from builder.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('docker', 'jinja2', 'pydantic', 'yaml', 'builder.spec')"
+        "heavy = [m for m in ('docker', 'jinja2', 'pydantic', 'yaml', 'rich', 'dockerfile')"
         " if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )

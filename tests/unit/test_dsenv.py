@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.cluster.dsenv import deepspeed_env_text, dsenv_for, escape_value
 from builder.errors import UsageError
-from builder.loader import load_preset
-from builder.stacks import GAUDI_RUNTIME_DEFAULTS
+from builder.platforms.gaudi import GAUDI_RUNTIME_DEFAULTS
+from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
     from pathlib import Path

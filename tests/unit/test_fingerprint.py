@@ -8,14 +8,9 @@ import subprocess
 import sys
 from typing import Any
 
-from builder.fingerprint import (
-    COLLECTOR,
-    PARTIAL,
-    Fingerprint,
-    difference_table,
-    differences,
-    parse_collected,
-)
+from builder.fingerprint import Fingerprint, difference_table, differences, parse_collected
+from builder.fingerprint.compare import PARTIAL
+from builder.payload import payload_text
 
 
 def record(source: str, **changes: Any) -> Fingerprint:
@@ -76,7 +71,7 @@ def test_a_reference_image_is_not_compared_on_run_time_env() -> None:
 
 def test_the_collector_runs_on_this_python_and_parses() -> None:
     out = subprocess.run(
-        [sys.executable, "-"], input=COLLECTOR.read_text(), capture_output=True, text=True,
+        [sys.executable, "-"], input=payload_text("collect.py"), capture_output=True, text=True,
         check=True,
     ).stdout  # fmt: skip
     found = parse_collected("here", out, "hash")

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.context import DOCKERFILE, context_tar, render_outputs
 from builder.errors import SpecError, UsageError
-from builder.inputs import load_inputs
-from builder.loader import load_preset
+from builder.image.context import DOCKERFILE, context_tar, render_outputs
+from builder.image.inputs import load_inputs
+from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,17 +9,25 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import UsageError
-from builder.launch.docker_run import docker_run_argv
 from builder.launch.plan import launch_plan
-from builder.loader import load_preset
-from builder.spec import Mount
+from builder.launch.runtimes import ContainerExec, ContainerStart, HostCommand
+from builder.spec.loader import load_preset
+from builder.spec.records import Mount, Spec
+
+
+def start_argv(
+    spec: Spec, *, cluster_dir: str = "/c", infiniband: bool = False, aws_efa: bool = False
+) -> list[str]:
+    """The `docker run` that starts the first node's container."""
+    plan = launch_plan(
+        spec, image="i:1", cluster_dir=cluster_dir, infiniband=infiniband, aws_efa=aws_efa
+    )
+    return list(plan.of_role("start")[0].argv)
 
 
 def flags(preset: str, *, infiniband: bool = False, aws_efa: bool = False) -> list[str]:
     spec = load_preset(preset).spec
-    return docker_run_argv(
-        spec, image="i:1", cluster_dir="/c", infiniband=infiniband, aws_efa=aws_efa
-    )
+    return start_argv(spec, infiniband=infiniband, aws_efa=aws_efa)
 
 
 def test_cuda_gets_gpus_host_ipc_and_ulimits() -> None:
@@ -53,19 +61,43 @@ def test_env_and_mounts_reach_docker_as_single_arguments() -> None:
             mounts=(Mount("/data sets", "/data", read_only=True), Mount("/scratch", "/scratch")),
         ),
     )
-    argv = docker_run_argv(spec, image="i", cluster_dir=None)
+    argv = start_argv(spec)
     assert argv[argv.index("A=x y $z") - 1] == "--env"
     assert "/data sets:/data:ro" in argv
     assert "/scratch:/scratch" in argv
     bad = replace(spec, launch=replace(spec.launch, mounts=(Mount("/a:b", "/x"),)))
     with pytest.raises(UsageError, match="holds ':'"):
-        docker_run_argv(bad, image="i", cluster_dir=None)
+        start_argv(bad)
+    with pytest.raises(UsageError, match="holds ':'"):
+        start_argv(spec, cluster_dir="/c:d")
+
+
+def test_the_plan_is_typed_data_per_node_and_role() -> None:
+    plan = launch_plan(load_preset("cpu-deepspeed").spec, image="i:1", cluster_dir="/c")
+    assert [(s.node, s.role) for s in plan.steps] == [
+        ("node1", "start"),
+        ("node2", "start"),
+        ("node1", "launch"),
+    ]
+    start, launcher = plan.steps[0].action, plan.steps[-1].action
+    assert isinstance(start, ContainerStart)
+    assert start.name == "builder-cpu-deepspeed"
+    assert start.network == "host"
+    assert start.flags == ("--ipc", "host")
+    assert isinstance(launcher, ContainerExec)
+    assert launcher.container == start.name
+    assert launcher.command[0] == "deepspeed"
+    assert dict(launcher.env) == {"DS_ENV_FILE": "/etc/builder/cluster/.deepspeed_env"}
+    bare = launch_plan(
+        load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
+    )
+    assert [type(s.action) for s in bare.steps] == [HostCommand]
 
 
 def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
     plan = launch_plan(load_preset("cpu-deepspeed").spec, image="i:1", cluster_dir="/c")
-    assert [c.node for c in plan.commands] == ["node1", "node2", "node1"]
-    exec_argv = plan.commands[-1].argv
+    assert [c.node for c in plan.steps] == ["node1", "node2", "node1"]
+    exec_argv = plan.steps[-1].argv
     assert exec_argv[:4] == (
         "docker",
         "exec",
@@ -77,15 +109,15 @@ def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
 
 def test_torchrun_plan_runs_the_same_command_everywhere() -> None:
     plan = launch_plan(load_preset("cuda-torchrun").spec, image="i:1", cluster_dir="/c")
-    assert len({c.argv for c in plan.commands}) == 1
-    assert len(plan.commands) == 2
+    assert len({c.argv for c in plan.steps}) == 1
+    assert len(plan.steps) == 2
 
 
 def test_runtime_none_runs_the_launchers_on_the_nodes() -> None:
     plan = launch_plan(
         load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
     )
-    (only,) = plan.commands
+    (only,) = plan.steps
     assert only.argv[:2] == ("env", "DS_ENV_FILE=/c/.deepspeed_env")
     assert "--hostfile" in only.argv
 
@@ -114,7 +146,7 @@ def test_cli_json_is_the_plan() -> None:
 
 
 def test_sif_from_the_local_daemon_needs_a_tag() -> None:
-    from builder.launch.apptainer import sif_build_argv
+    from builder.launch.runtimes import sif_build_argv
 
     assert sif_build_argv("team/train:1.0") == [
         "apptainer",
@@ -132,7 +164,7 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
 def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     spec = load_preset("cuda-torchrun").spec
     plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="apptainer")
-    argv = list(plan.commands[0].argv)
+    argv = list(plan.steps[0].argv)
     assert argv[0] == "env"
     assert "APPTAINERENV_NCCL_SOCKET_IFNAME=^docker0,lo" in argv
     run = argv[argv.index("apptainer") :]
@@ -140,7 +172,7 @@ def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     assert run[run.index("--bind") + 1] == "/c:/etc/builder/cluster:ro"
     assert run[run.index("torchrun") - 1] == "t-1.sif"
     singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
-    assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.commands[0].argv
+    assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.steps[0].argv
 
 
 def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
@@ -149,7 +181,7 @@ def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
         launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
     spec = replace(spec, image=replace(spec.image, openmpi=True))
     plan = launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
-    argv = plan.commands[-1].argv
+    argv = plan.steps[-1].argv
     assert argv[:4] == ("docker", "exec", "--workdir", "/workspace")
     assert "--allow-run-as-root" in argv
     assert argv[argv.index("-np") + 1] == "4"
@@ -159,8 +191,8 @@ def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
 def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
     spec = load_preset("gaudi-deepspeed").spec
     plan = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="gaudi_spawn")
-    assert [c.node for c in plan.commands] == ["node1", "node2", "node1"]
-    argv = plan.commands[-1].argv
+    assert [c.node for c in plan.steps] == ["node1", "node2", "node1"]
+    argv = plan.steps[-1].argv
     assert argv[2:4] == ("--env", "DS_ENV_FILE=/etc/builder/cluster/.deepspeed_env")
     spawn = argv[argv.index("python") :]
     assert spawn[:3] == ("python", "gaudi_spawn.py", "--world_size")

@@ -10,11 +10,11 @@ import textwrap
 
 import pytest
 
-from builder.context import render_outputs
+from builder.image.context import render_outputs
 from builder.lint import Finding, lint_deffile
 from builder.lint.deffile import APP_SECTIONS, VALID_SECTIONS, check_deffile
-from builder.loader import load_preset
-from builder.presets import preset_names
+from builder.spec.loader import load_preset
+from builder.spec.presets import preset_names
 
 HEAD = "Bootstrap: docker\nFrom: debian:bookworm-slim\n"
 BODIES = {"arguments": "TAG=12", "files": "a.txt /opt/a.txt", "labels": "maintainer someone"}

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.context import DOCKERFILE, render_outputs
 from builder.errors import LintError, ToolMissing, UsageError
+from builder.image.context import DOCKERFILE, render_outputs
 from builder.lint import Finding, LintReport, lint_dockerfile, lint_stack
 from builder.lint.buildkit import check_dockerfile
 from builder.lint.hadolint import ESCALATED, IGNORED, config_text, parse_json, run_hadolint
-from builder.loader import load_preset
-from builder.presets import preset_names
+from builder.spec.loader import load_preset
+from builder.spec.presets import preset_names
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

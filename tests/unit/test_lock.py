@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
-from builder.inputs import BuildInputs
-from builder.loader import load_preset
+from builder.image.inputs import BuildInputs
+from builder.image.recipe import image_recipe
+from builder.image.render import render_dockerfile
 from builder.lock import Base, Lock, check_lock, lock_path, read_lock
-from builder.recipe import image_recipe
-from builder.render import render_dockerfile
+from builder.payload import payload_path
+from builder.spec.loader import load_preset
 
 LOCK = Lock(
     stack="cpu-deepspeed",
@@ -74,7 +75,7 @@ def test_a_locked_recipe_pins_everything() -> None:
     assert "lock" not in unlocked
 
 
-CHECK = Path(__file__).parents[2] / "builder" / "lock_check.py"
+CHECK = payload_path("lock_check.py")
 LIST = """
 import re
 from importlib import metadata
@@ -118,8 +119,8 @@ def test_render_uses_the_lock_beside_the_spec_as_build_does(tmp_path: Path) -> N
     from typer.testing import CliRunner
 
     from builder.cli import app
-    from builder.loader import load_spec
-    from builder.recipe import spec_hash
+    from builder.image.recipe import spec_hash
+    from builder.spec.loader import load_spec
 
     spec = tmp_path / "stack.yaml"
     runner = CliRunner()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.presets import preset_names
+from builder.spec.presets import preset_names
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "builder" / "templates").rglob("*.j2"))
@@ -36,7 +36,7 @@ def test_wheel_ships_templates_presets_and_entry_point(wheel: Path) -> None:
     for template in TEMPLATES:
         assert template in names
     for preset in preset_names():
-        assert f"builder/presets/{preset}.yaml" in names
+        assert f"builder/spec/presets/{preset}.yaml" in names
     assert "builder/py.typed" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -63,7 +63,7 @@ def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: 
     )
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import builder, builder.context as c, builder.loader as l;"
+        "import builder, builder.image.context as c, builder.spec.loader as l;"
         "assert builder.__file__.startswith(sys.argv[1]);"
         "print(c.render_outputs(l.load_preset('cuda-deepspeed'), 'docker')[0].text)"
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from builder.errors import EXIT_CODES
 from builder.model import field_names
-from builder.presets import preset_names
 from builder.spec import ImageSpec, LaunchSpec, Spec
+from builder.spec.presets import preset_names
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -8,33 +8,47 @@ from typing import Any
 
 import pytest
 
+from builder.contract import REHEARSAL_LABEL
 from builder.launch.plan import launch_plan
-from builder.loader import load_preset
-from builder.rehearse.nodes import LABEL, Node, adapt_exec, adapt_run
+from builder.launch.runtimes import ContainerStart
 from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
-from builder.rehearse.run import ROOT_CAUSE, _rank_lines
+from builder.rehearse.session import Node
+from builder.rehearse.staging import on_node
+from builder.rehearse.torchrun import ROOT_CAUSE, rank_lines
+from builder.spec.loader import load_preset
 
 NODE = Node("node2", "rehearse-1-node2")
 
 
+class _Session:
+    """What on_node reads of a session."""
+
+    network = "rehearse-1"
+    label = (REHEARSAL_LABEL, "rehearse-1")
+
+
 def test_only_what_a_laptop_lacks_is_changed() -> None:
     spec = load_preset("cuda-deepspeed").spec
-    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c")
-    emitted = list(plan.commands[1].argv)
-    adapted = adapt_run(emitted, spec, NODE, "rehearse-1", "rehearse-1")
-    assert adapted[:4] == ["docker", "run", "--label", f"{LABEL}=rehearse-1"]
-    assert "--gpus" not in adapted
-    assert "host" not in adapted[adapted.index("--network") + 1]
-    assert adapted[adapted.index("--hostname") + 1] == "node2"
-    assert adapted[adapted.index("--name") + 1] == "rehearse-1-node2"
-    # everything else is the emitted command, in its order
-    kept = [a for a in emitted if a not in ("--gpus", "all", "host", f"builder-{spec.name}")]
-    rest = [a for a in adapted if a in kept]
-    assert rest == [a for a in kept if a in adapted]
-    assert adapted[-1] == "team/t:1"
-    exec_argv = adapt_exec(plan.commands[-1].argv, spec, NODE)
-    assert "rehearse-1-node2" in exec_argv
-    assert f"builder-{spec.name}" not in exec_argv
+    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", infiniband=True)
+    emitted = plan.steps[1].action
+    adapted = on_node(emitted, NODE, _Session(), spec)  # type: ignore[arg-type]
+    assert isinstance(emitted, ContainerStart)
+    assert isinstance(adapted, ContainerStart)
+    argv = adapted.argv()
+    assert argv[:4] == ["docker", "run", "--label", f"{REHEARSAL_LABEL}=rehearse-1"]
+    assert "--gpus" not in argv
+    assert "/dev/infiniband" not in argv
+    assert argv[argv.index("--network") + 1] == "rehearse-1"
+    assert argv[argv.index("--hostname") + 1] == "node2"
+    assert argv[argv.index("--name") + 1] == "rehearse-1-node2"
+    assert adapted.flags == ("--ipc", "host")  # the cpu platform's, standing in
+    # everything else is the emitted command
+    same = ("image", "binds", "env", "command", "detach", "remove")
+    assert all(getattr(adapted, name) == getattr(emitted, name) for name in same)
+    assert argv[-1] == "team/t:1"
+    launcher = on_node(plan.steps[-1].action, NODE, _Session(), spec)  # type: ignore[arg-type]
+    assert "rehearse-1-node2" in launcher.argv()
+    assert f"builder-{spec.name}" not in launcher.argv()
 
 
 def report(rank: int, node: str, **changes: Any) -> dict[str, Any]:
@@ -122,7 +136,7 @@ def test_torchrun_root_cause_and_the_ranks_lines() -> None:
     found = ROOT_CAUSE.search(TORCHRUN_FAILURE)
     assert found is not None
     assert found.groups() == ("node2", "2", "3")
-    shown = _rank_lines(TORCHRUN_FAILURE)
+    shown = rank_lines(TORCHRUN_FAILURE)
     assert "rank 2 gives up" in shown
     assert "sys.exit(main())" not in shown
     assert "host      : node2" in shown

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from builder.context import render_outputs
 from builder.errors import UsageError
-from builder.loader import Stack, load_preset, load_spec, parse_spec
-from builder.presets import preset_names
-from builder.recipe import image_recipe, spec_hash
-from builder.render import def_shell, docker_value, render_apptainer, render_dockerfile
+from builder.image.context import render_outputs
+from builder.image.recipe import image_recipe, spec_hash
+from builder.image.render import render_apptainer, render_dockerfile
+from builder.spec.loader import Stack, load_preset, load_spec, parse_spec
+from builder.spec.presets import preset_names
+from builder.templating import def_shell, docker_value
 from tests.conftest import MINIMAL
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def test_order_of_keys_and_packages_does_not_matter() -> None:
 def test_launch_section_never_changes_the_image(name: str) -> None:
     import yaml
 
-    from builder.presets import preset_text
+    from builder.spec.presets import preset_text
 
     data = yaml.safe_load(preset_text(name))
     data["launch"] = {
@@ -215,7 +216,7 @@ def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
     """Its key follows the system stage (base and OS packages), nothing else."""
     from dataclasses import replace
 
-    from builder.render import system_stage_key
+    from builder.image.render import system_stage_key
 
     def key(stack: Stack) -> str:
         recipe = image_recipe(stack)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.context import render_outputs
-from builder.loader import load_preset
-from builder.presets import preset_names
+from builder.image.context import render_outputs
+from builder.spec.loader import load_preset
+from builder.spec.presets import preset_names
 from tests.conftest import real_tool
 
 SSH_PRESETS = [n for n in preset_names() if load_preset(n).spec.image.ssh.enabled]

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.errors import UsageError
 from builder.launch.slurm import sbatch_script
-from builder.loader import load_preset
 from builder.spec import Slurm
+from builder.spec.loader import load_preset
 from tests.conftest import real_tool
 
 if TYPE_CHECKING:

@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from builder.errors import SpecError, UsageError
+from builder.errors import Problem, SpecError, UsageError
+from builder.spec.check import check_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.loader import Stack
-    from builder.lock import Lock
+    from builder.lock.file import Lock
+    from builder.spec.loader import Stack
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
 # PEP 427: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
@@ -89,9 +90,6 @@ def with_base(stack: Stack, inputs: BuildInputs) -> Stack:
     """The stack with --base-image applied, re-checked like a spec that named it."""
     if inputs.base_image is None:
         return stack
-    from builder.errors import Problem
-    from builder.stacks import check_spec
-
     spec = replace(stack.spec, image=replace(stack.spec.image, base=inputs.base_image))
     problems = [
         Problem(path.replace("image.base", "--base-image"), message)

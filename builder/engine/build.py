@@ -17,16 +17,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from builder._version import __version__
+from builder.contract import DOCKERFILE_LABEL, VERSION_LABEL
+from builder.engine.docker import connect
 from builder.errors import BuildError, Interrupted
-from builder.recipe import LABEL_PREFIX
+from builder.image.context import DOCKERFILE, context_tar, docker_context
+from builder.image.inputs import with_base
+from builder.image.recipe import image_recipe
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from builder.context import OutputFile
-    from builder.engine import Engine
-    from builder.inputs import BuildInputs
-    from builder.loader import Stack
+    from builder.engine.base import Engine
+    from builder.image.inputs import BuildInputs
+    from builder.output import OutputFile
+    from builder.spec.loader import Stack
 
 TAIL_LINES = 30
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -175,10 +179,6 @@ def build_image(
     engine: Engine | None = None,
 ) -> BuildResult:
     """Build the stack's image and tag it reference (default: the spec's name:tag)."""
-    from builder.context import docker_context
-    from builder.inputs import with_base
-    from builder.recipe import image_recipe
-
     stack = with_base(stack, inputs)
     try:
         return run_build(
@@ -211,13 +211,10 @@ def run_build(
     engine: Engine | None = None,
 ) -> BuildResult:
     """Build a context (a Dockerfile and the files it copies); tag reference on success."""
-    from builder.context import DOCKERFILE, context_tar
-    from builder.engine import Engine
-
     dockerfile = next(f.text for f in files if f.path == DOCKERFILE)
     digest = hashlib.sha256(dockerfile.encode()).hexdigest()
-    labels = {f"{LABEL_PREFIX}.version": __version__, f"{LABEL_PREFIX}.dockerfile-sha256": digest}
-    engine = engine or Engine.connect()
+    labels = {VERSION_LABEL: __version__, DOCKERFILE_LABEL: digest}
+    engine = engine or connect()
     run = _Run(progress or _Quiet())
     started = time.monotonic()
     try:

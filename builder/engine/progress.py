@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.panel import Panel
 
-    from builder.build import BuildResult, Progress
+    from builder.engine.build import BuildResult, Progress
 
 Mode = Literal["auto", "tty", "plain", "quiet"]
 LIVE_LINES = 8

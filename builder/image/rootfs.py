@@ -10,17 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder.render import render_template
+from builder.contract import CLUSTER_DIR
+from builder.templating import render_template
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from builder.spec import Spec
-    from builder.stacks import ResolvedImage
+    from builder.spec.records import Spec
 
 ROOTFS = "rootfs"
-CLUSTER_DIR = "/etc/builder/cluster"
-"""Where the cluster folder (key pair, hostfile, .deepspeed_env) is mounted read-only."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class ContextFile:
     source: Path | None = None
 
 
-def rootfs_files(spec: Spec, resolved: ResolvedImage) -> tuple[ContextFile, ...]:
+def rootfs_files(spec: Spec) -> tuple[ContextFile, ...]:
     """The config files for sshd/ssh and the entrypoint, as the spec asks."""
     image = spec.image
     files: list[ContextFile] = []
@@ -47,7 +45,6 @@ def rootfs_files(spec: Spec, resolved: ResolvedImage) -> tuple[ContextFile, ...]
         "uid": image.user.uid,
         "home": home,
         "ssh": image.ssh.enabled,
-        "accelerator": resolved.accelerator.value,
     }
     if image.ssh.enabled:
         files.append(_file("/etc/ssh/sshd_config", 0o644, "sshd_config.j2", context))

@@ -8,29 +8,23 @@ streams the same list as a tar.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+import tarfile
+import tempfile
 from typing import IO, TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from builder.image.inputs import BuildInputs, with_base
+from builder.image.recipe import image_recipe
+from builder.image.render import render_apptainer, render_dockerfile
+from builder.output import OutputFile
 
-    from builder.inputs import BuildInputs
-    from builder.loader import Stack
-    from builder.recipe import Recipe
+if TYPE_CHECKING:
+    from builder.image.recipe import Recipe
+    from builder.spec.loader import Stack
 
 Format = Literal["docker", "apptainer", "all"]
+FORMATS: tuple[Format, ...] = ("docker", "apptainer", "all")
 DOCKERFILE = "Dockerfile"
 DAEMON_SUFFIX = ".docker-daemon.def"
-
-
-@dataclass(frozen=True)
-class OutputFile:
-    """One file to write: its path relative to the output folder, mode and text."""
-
-    path: str
-    mode: int
-    text: str
-    source: Path | None = None
 
 
 def def_names(recipe: Recipe) -> tuple[str, str]:
@@ -40,8 +34,6 @@ def def_names(recipe: Recipe) -> tuple[str, str]:
 
 def docker_context(recipe: Recipe) -> list[OutputFile]:
     """The Dockerfile and exactly the files it copies."""
-    from builder.render import render_dockerfile
-
     files = [OutputFile(DOCKERFILE, 0o644, render_dockerfile(recipe))]
     files += [OutputFile(f.path, f.mode, f.text, f.source) for f in recipe.files]
     return files
@@ -49,8 +41,6 @@ def docker_context(recipe: Recipe) -> list[OutputFile]:
 
 def apptainer_files(recipe: Recipe, image: str) -> list[OutputFile]:
     """Both .def variants and the files %files copies (paths relative to the .def)."""
-    from builder.render import render_apptainer
-
     full, daemon = def_names(recipe)
     files = [
         OutputFile(full, 0o644, render_apptainer(recipe, "docker")),
@@ -64,9 +54,6 @@ def render_outputs(
     stack: Stack, fmt: Format, inputs: BuildInputs | None = None
 ) -> list[OutputFile]:
     """Every file `builder render` writes for the chosen format, sorted by path."""
-    from builder.inputs import BuildInputs, with_base
-    from builder.recipe import image_recipe
-
     inputs = inputs or BuildInputs()
     stack = with_base(stack, inputs)
     recipe = image_recipe(stack, inputs)
@@ -93,9 +80,6 @@ def context_tar(files: list[OutputFile]) -> IO[bytes]:
     files always give the same bytes; large inputs (wheels) are streamed from
     disk into a spooled file rather than held in memory.
     """
-    import tarfile
-    import tempfile
-
     spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)  # noqa: SIM115 - returned open
     with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for f in sorted({f.path: f for f in files}.values(), key=lambda f: f.path):

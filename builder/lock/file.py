@@ -1,4 +1,4 @@
-"""Lock files: the exact environment a stack's image was built with, to build it again.
+"""The lock file: the exact environment a stack's image was built with, to build it again.
 
 `builder lock stack.yaml` reads a built image of the stack and writes
 ``stack.lock`` beside the spec: the base image (its id in the engine, and its
@@ -23,10 +23,6 @@ from builder.errors import UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from builder.engine import Engine
-    from builder.inputs import BuildInputs
-    from builder.loader import Stack
 
 VERSION = 1
 HEADER = """\
@@ -122,78 +118,3 @@ def _parse(data: Any) -> Lock:
         python=python,
         apt=apt,
     )
-
-
-def take_lock(stack: Stack, engine: Engine, image: str) -> Lock:
-    """The lock of a built image of stack (which must carry the stack's spec hash)."""
-    from builder.fingerprint import SPEC_HASH, of_image
-    from builder.fingerprint.collect import DPKG_QUERY, parse_dpkg
-
-    if not engine.exists(image):
-        raise UsageError(f"image {image} is not built: run `builder build` first, then lock it")
-    info = engine.image(image)
-    fingerprint = of_image(engine, image)
-    base_ref = info.labels.get("org.opencontainers.image.base.name")
-    if base_ref is None or SPEC_HASH not in info.labels:
-        raise UsageError(f"image {image} was not built by builder: there is no stack to lock")
-    if not engine.exists(base_ref):
-        raise UsageError(
-            f"the base image {base_ref} of {image} is not in the engine any more; "
-            "pull it (or build again) before locking"
-        )
-    base_info = engine.image(base_ref)
-    base_apt = parse_dpkg(engine.run(base_ref, DPKG_QUERY[1:], entrypoint=[DPKG_QUERY[0]]))
-    image_apt: dict[str, str] = fingerprint.data["apt"]
-    added = {name: v for name, v in image_apt.items() if base_apt.get(name) != v}
-    return Lock(
-        stack=stack.spec.name,
-        spec_hash=info.labels[SPEC_HASH],
-        image=image,
-        base=Base(base_ref, base_info.id, engine.repo_digest(base_ref)),
-        python=dict(fingerprint.data["packages"]),
-        apt=added,
-    )
-
-
-def check_lock(lock: Lock, spec_hash: str, source: str) -> None:
-    """The lock belongs to this exact spec (image section, requirements, base)."""
-    if lock.spec_hash != spec_hash:
-        raise UsageError(
-            f"the lock of {source} was written for another version of the stack (spec hash "
-            f"{lock.spec_hash[:12]}, the stack is now {spec_hash[:12]}): build without it "
-            "(--no-lock), then `builder lock` again"
-        )
-
-
-def check_base(lock: Lock, engine: Engine) -> None:
-    """Without a registry digest, the local base must still be the locked image."""
-    if lock.base.digest:
-        return
-    if not engine.exists(lock.base.reference):
-        raise UsageError(f"the locked base image {lock.base.reference} is not in the engine")
-    now = engine.image(lock.base.reference).id
-    if now != lock.base.id:
-        raise UsageError(
-            f"the base image {lock.base.reference} is now {now[:19]}, but the lock has "
-            f"{lock.base.id[:19]}; restore that image, or build with --no-lock and lock again"
-        )
-
-
-def with_lock(
-    stack: Stack, inputs: BuildInputs, spec_path: Path | None, engine: Engine | None
-) -> BuildInputs:
-    """inputs holding the spec's lock (stack.lock beside stack.yaml), checked; unchanged
-    when there is none. Without an engine (rendering), the base image is not checked."""
-    from dataclasses import replace
-
-    from builder.inputs import with_base
-    from builder.recipe import spec_hash
-
-    path = lock_path(spec_path) if spec_path is not None else None
-    if path is None or not path.is_file():
-        return inputs
-    lock = read_lock(path)
-    check_lock(lock, spec_hash(with_base(stack, inputs)), str(path))
-    if engine is not None:
-        check_base(lock, engine)
-    return replace(inputs, lock=lock)

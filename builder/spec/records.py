@@ -5,35 +5,32 @@ into the image (and so into its hash), ``launch`` is everything about how
 the image is started on nodes. Changing the node list must never change the
 image, so nothing under ``launch`` may be read by the renderers.
 
-Cross-field rules that need accelerator knowledge (a torch version the CUDA
-wheel index lacks, a Gaudi stack on a CUDA base, ...) live in
-``stacks.check_image`` so that they can report several problems at once,
-each with its own field path.
+The accelerators and launchers are plug-ins (``builder.platforms``,
+``builder.launch.launchers``): their names are the choices of
+``image.accelerator`` and ``launch.launcher``, and the keys they own
+(``image.cuda``, ``launch.gaudi_spawn``) are collected into ``image.versions``
+and ``launch.settings``. Cross-field rules live with them and in
+``spec.check``, which reports several problems at once, each with its path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Literal
 
+from builder import platforms
+from builder.launch import launchers
+from builder.launch.runtimes import RUNTIMES
 from builder.model import field, json_schema
+from builder.platforms.base import VERSION_PATTERN
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _IMAGE_NAME = r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
 _IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
 _TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-_VERSION = r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)?$"
+_VERSION = VERSION_PATTERN
 _PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$"
 _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
-
-
-class Accelerator(str, Enum):
-    """What the image computes on; decides base image, torch build and run flags."""
-
-    cuda = "cuda"
-    gaudi = "gaudi"
-    cpu = "cpu"
 
 
 def _env_values(env: dict[str, str]) -> dict[str, str]:
@@ -86,7 +83,10 @@ class User:
 class ImageSpec:
     """Everything baked into the image. Any change here changes the image hash."""
 
-    accelerator: Accelerator = field(description="cuda, gaudi or cpu.")
+    accelerator: str = field(
+        choices=platforms.names,
+        description="What the image computes on (a platform: cpu, cuda, gaudi, rocm, ...).",
+    )
     name: str = field(
         "builder/stack", pattern=_IMAGE_NAME, description="Image repository name, e.g. team/train."
     )
@@ -99,11 +99,10 @@ class ImageSpec:
     os: str | None = field(
         None, description="OS of the base image: ubuntu22.04, ubuntu24.04 or bookworm."
     )
-    cuda: str | None = field(
-        None, pattern=_VERSION, description="CUDA toolkit version (cuda only), e.g. 12.6.3."
-    )
-    synapse: str | None = field(
-        None, pattern=_VERSION, description="Intel Gaudi SynapseAI release (gaudi only)."
+    versions: dict[str, str] = field(
+        default_factory=dict,
+        extras=platforms.version_keys,
+        description="The platform's own release keys (cuda, synapse, rocm), as written.",
     )
     python: str | None = field(
         None, pattern=_VERSION, description="Python version; must be the base OS's python3."
@@ -181,16 +180,14 @@ class Slurm:
     )
 
 
-Launcher = Literal["deepspeed", "torchrun", "gaudi_spawn", "mpirun"]
-Runtime = Literal["docker", "apptainer", "singularity", "none"]
-
-
 @dataclass(frozen=True)
 class LaunchSpec:
     """How the image is started on nodes. Never read by the image renderers."""
 
-    launcher: Launcher = field("deepspeed", description="Launcher command.")
-    runtime: Runtime = field("docker", description="Container runtime on the nodes.")
+    launcher: str = field("deepspeed", choices=launchers.names, description="Launcher command.")
+    runtime: str = field(
+        "docker", choices=lambda: RUNTIMES, description="Container runtime on the nodes."
+    )
     nodes: tuple[str, ...] = field(
         ("node1", "node2"),
         min_length=1,
@@ -209,11 +206,10 @@ class LaunchSpec:
     )
     script: str = field("train.py", min_length=1, description="Training script to launch.")
     args: tuple[str, ...] = field((), description="Arguments passed to the script.")
-    gaudi_spawn: str = field(
-        "gaudi_spawn.py",
-        min_length=1,
-        description="optimum-habana's examples/gaudi_spawn.py as the nodes see it "
-        "(it is not in the wheel); relative paths start at the workdir.",
+    settings: dict[str, str] = field(
+        default_factory=dict,
+        extras=launchers.setting_keys,
+        description="The launchers' own keys (gaudi_spawn), as written.",
     )
     slurm: Slurm = field(default_factory=Slurm)
 
@@ -234,4 +230,4 @@ def spec_json_schema() -> dict[str, Any]:
     return json_schema(Spec, "builder stack spec")
 
 
-__all__ = ["SSH", "Accelerator", "ImageSpec", "LaunchSpec", "Mount", "Slurm", "Spec", "User"]
+__all__ = ["SSH", "ImageSpec", "LaunchSpec", "Mount", "Slurm", "Spec", "User"]

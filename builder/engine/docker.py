@@ -1,21 +1,26 @@
-"""The Docker engine behind one small interface; nothing else imports ``docker``.
+"""The Docker engine behind the ``Engine`` protocol; nothing else imports ``docker``.
 
 docker-py talks to the daemon's API directly (no CLI, no BuildKit): builds
 go through the classic builder's streaming endpoint. Every failure to reach
-the daemon becomes ``EngineUnavailable`` with what to do about it.
+the daemon becomes ``EngineUnavailable`` with what to do about it. The one
+thing done with the docker CLI is what a user would type: the launch plan's
+own `docker run` and `docker exec` lines, in a rehearsal (``cli``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+import shutil
+import subprocess
+import threading
 from typing import IO, TYPE_CHECKING, Any
 
-from builder.errors import BuildError, EngineUnavailable
+from builder.engine.base import ImageInfo, ImageList
+from builder.errors import BuildError, EngineUnavailable, NotInEngine, ToolMissing
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Sequence
 
     import docker
 
@@ -23,34 +28,24 @@ BUILD_TIMEOUT = 3600
 """Seconds the client waits on one read; a long RUN (a torch wheel install) stays silent."""
 
 
-@dataclass(frozen=True)
-class ImageInfo:
-    """What `builder inspect` shows of an image."""
-
-    id: str
-    tags: tuple[str, ...]
-    labels: dict[str, str]
-    size: int
-    layers: tuple[str, ...]
-    created: str
-    env: tuple[str, ...]
-    entrypoint: tuple[str, ...]
-    cmd: tuple[str, ...]
-
-
 def engine_address() -> str:
     """Where we look for the engine: DOCKER_HOST, or the default socket."""
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-class Engine:
+def connect(timeout: int = BUILD_TIMEOUT) -> DockerEngine:
+    """The local Docker engine, or EngineUnavailable saying how to get one."""
+    return DockerEngine.connect(timeout)
+
+
+class DockerEngine:
     """A connected Docker engine."""
 
     def __init__(self, client: docker.DockerClient) -> None:
         self._client = client
 
     @classmethod
-    def connect(cls, timeout: int = BUILD_TIMEOUT) -> Engine:
+    def connect(cls, timeout: int = BUILD_TIMEOUT) -> DockerEngine:
         """Connect and ping, or raise EngineUnavailable saying how to get an engine."""
         import docker
         from docker.errors import DockerException
@@ -113,15 +108,13 @@ class Engine:
         return True
 
     def image(self, reference: str) -> ImageInfo:
-        """Inspect an image, or raise BuildError if the engine has no such image."""
+        """Inspect an image, or raise NotInEngine if the engine has no such image."""
         from docker.errors import ImageNotFound
 
         try:
             data = self._client.api.inspect_image(reference)  # type: ignore[no-untyped-call]
         except ImageNotFound:
-            raise BuildError(
-                f"the engine has no image {reference!r}; build it (`builder build`) or pull it"
-            ) from None
+            raise missing_image(reference) from None
         config = data.get("Config") or {}
         return ImageInfo(
             id=data["Id"],
@@ -144,7 +137,7 @@ class Engine:
         """The image as `docker save` writes it (a tar of layers), in chunks."""
         yield from self._client.api.get_image(reference)
 
-    def images(self, label: str | None = None) -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
+    def images(self, label: str | None = None) -> ImageList:
         """id -> (references, labels) of every top-level image (tagged or dangling,
         no intermediate build layers), only those carrying label when given. The
         references are its name:tag and name@digest forms; none means dangling."""
@@ -215,15 +208,23 @@ class Engine:
             raise BuildError(f"cannot start {name} from {image}: {_reason(exc)}") from None
         return str(container.id)
 
+    def _container(self, container: str) -> Any:
+        from docker.errors import NotFound
+
+        try:
+            return self._client.containers.get(container)
+        except NotFound:
+            raise NotInEngine(f"there is no container {container!r} in the engine") from None
+
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:
         """Run a command in a running container: (exit code, stdout and stderr)."""
-        result = self._client.containers.get(container).exec_run(command)
+        result = self._container(container).exec_run(command)
         output: Any = result.output or b""
         return int(result.exit_code or 0), bytes(output).decode(errors="replace")
 
     def logs(self, container: str, *, stderr: bool = True) -> str:
         """The container's output (stdout, and stderr unless told not to)."""
-        raw: Any = self._client.containers.get(container).logs(stdout=True, stderr=stderr)
+        raw: Any = self._container(container).logs(stdout=True, stderr=stderr)
         return bytes(raw).decode(errors="replace")
 
     def remove_container(self, container: str) -> None:
@@ -233,37 +234,32 @@ class Engine:
             self._client.containers.get(container).remove(force=True)
 
     def container_state(self, container: str) -> str:
-        """running, exited, ...; KeyError when there is no such container."""
-        from docker.errors import NotFound
-
-        try:
-            return str(self._client.containers.get(container).status)
-        except NotFound:
-            raise KeyError(container) from None
+        """running, exited, ...; NotInEngine when there is no such container."""
+        return str(self._container(container).status)
 
     def container_ip(self, container: str, network: str) -> str:
         """The container's address on a network."""
-        attrs: Any = self._client.api.inspect_container(container)
+        attrs: Any = self._container(container).attrs
         return str(attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
 
     def container_image(self, container: str) -> str:
-        """The id of the image a container runs; KeyError when there is no such container."""
-        from docker.errors import NotFound
-
-        try:
-            return str(self._client.api.inspect_container(container)["Image"])
-        except NotFound:
-            raise KeyError(container) from None
+        """The id of the image a container runs; NotInEngine when there is no such container."""
+        return str(self._container(container).attrs["Image"])
 
     def repo_digest(self, reference: str) -> str | None:
         """name@sha256:... when the engine knows the image from a registry, else None."""
-        attrs: Any = self._client.images.get(reference).attrs
+        from docker.errors import ImageNotFound
+
+        try:
+            attrs: Any = self._client.images.get(reference).attrs
+        except ImageNotFound:
+            raise missing_image(reference) from None
         digests = attrs.get("RepoDigests") or []
         return str(digests[0]) if digests else None
 
     def exit_code(self, container: str) -> int | None:
         """The container's exit code, or None while it runs."""
-        state: Any = self._client.api.inspect_container(container)["State"]
+        state: Any = self._container(container).attrs["State"]
         return None if state.get("Running") else int(state.get("ExitCode", -1))
 
     def remove_labelled(self, label: str, value: str) -> int:
@@ -312,6 +308,58 @@ class Engine:
                 f"{' '.join(argv)[:200]} exited {result.exit_code} in {image}: {text.strip()}"
             )
         return text
+
+    def cli(
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        on_line: Callable[[str], None] | None = None,
+    ) -> tuple[int | None, str]:
+        """Run a `docker ...` argv with the CLI, each output line (stdout and stderr) to
+        on_line as it comes: (exit code, or None when it ran past timeout and was killed;
+        the output)."""
+        lines: list[str] = []
+        with subprocess.Popen(
+            [docker_cli(), *argv[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        ) as process:
+
+            def pump() -> None:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    lines.append(line)
+                    if on_line is not None:
+                        on_line(line.rstrip("\n"))
+
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
+            try:
+                code: int | None = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                code = None
+            reader.join(5)
+        return code, "".join(lines)
+
+
+def docker_cli() -> str:
+    found = shutil.which("docker")
+    if found is None:
+        raise ToolMissing(
+            "the docker command is not installed; the rehearsal runs the emitted `docker run` "
+            "commands with it (package docker.io or docker-ce-cli)"
+        )
+    return found
+
+
+def missing_image(reference: str) -> NotInEngine:
+    return NotInEngine(
+        f"the engine has no image {reference!r}; build it (`builder build`) or pull it"
+    )
 
 
 def _reason(exc: BaseException) -> str:

@@ -11,14 +11,16 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder.spec import Accelerator
-from builder.stacks import BUILD_TOOLS, HABANA_DEEPSPEED, VENV
+from builder.contract import TORCH_DIR, VENV
 
 if TYPE_CHECKING:
-    from builder.inputs import BuildInputs
-    from builder.spec import ImageSpec
-    from builder.stacks import ResolvedImage
+    from builder.image.inputs import BuildInputs
+    from builder.platforms.base import ResolvedImage
+    from builder.spec.records import ImageSpec
 
+# Pinned so that `--no-build-isolation` builds (DeepSpeed) find them in the
+# venv: Python 3.12 venvs no longer ship setuptools.
+BUILD_TOOLS = ("setuptools==80.9.0", "wheel==0.45.1")
 PIP = f"{VENV}/bin/pip install --no-cache-dir"
 BUILD_DIR = "/tmp/builder"
 REQUIREMENTS_FILE = "requirements.txt"
@@ -31,7 +33,6 @@ LOCK_CHECK_FILE = "lock-check.py"
 LOCK_CHECK_TARGET = f"{BUILD_DIR}/lock-check.py"
 CA_FILE = "builder-ca.pem"
 CA_TARGET = "/tmp/builder-ca.pem"
-TORCH_DIR = "/opt/torch"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
 
 
@@ -98,7 +99,7 @@ def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str
 
 def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
     """The OS packages of the image, sorted."""
-    packages = {"ca-certificates", "python3", "python3-venv"}
+    packages = {"ca-certificates", "python3", "python3-venv", *resolved.system_packages}
     if resolved.deepspeed:
         # DeepSpeed compiles its ops just in time on first use (CPU shm, fused
         # Adam, ...): it needs a C++ compiler and Python headers at run time.
@@ -160,9 +161,9 @@ def python_steps(
     steps = []
     locked = inputs.lock is not None
     pip = f"{PIP} -c {LOCK_TARGET}" if locked else PIP
-    if resolved.deepspeed and resolved.accelerator is Accelerator.gaudi:
-        # pip clones the HabanaAI fork; git is needed only while building.
-        steps.append(Step("build-only tools", apt_install(["git"])))
+    if resolved.build_packages:
+        # only while building (git to clone a fork): never in the final image
+        steps.append(Step("build-only tools", apt_install(list(resolved.build_packages))))
     flags = " --system-site-packages" if resolved.system_site_packages else ""
     note = " (sees Habana's torch in the system site-packages)" if flags else ""
     # The wheelhouse lives in this stage only: no wheel reaches the final image.
@@ -230,10 +231,7 @@ def _torch_step(resolved: ResolvedImage, inputs: BuildInputs, pip: str) -> Step:
 
 
 def _deepspeed_step(resolved: ResolvedImage, pip: str) -> Step:
-    if resolved.accelerator is Accelerator.gaudi:
-        target = HABANA_DEEPSPEED.format(tag=resolved.deepspeed)
-    else:
-        target = f"deepspeed=={resolved.deepspeed}"
+    target = resolved.deepspeed_requirement or f"deepspeed=={resolved.deepspeed}"
     return Step(
         f"DeepSpeed {resolved.deepspeed} (ops are built just in time, not here)",
         (

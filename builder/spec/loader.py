@@ -1,8 +1,10 @@
 """YAML (file or preset) -> validated ``Stack``, with field paths and line numbers.
 
 All problems found are reported together: YAML syntax, duplicate keys,
-unknown keys, wrong types and the accelerator rules of ``stacks``. Each
-carries the dotted field path and the YAML line it came from.
+unknown keys, wrong types and the rules of ``check`` (platforms and
+launchers included). Each carries the dotted field path and the YAML line it
+came from. The YAML is parsed once: the node tree gives the lines, and the
+data is constructed from it.
 """
 
 from __future__ import annotations
@@ -10,19 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from builder.errors import Problem, SpecError, UsageError
 from builder.model import Invalid, parse
-from builder.presets import preset_text
-from builder.spec import Spec
+from builder.spec.check import check_spec
+from builder.spec.presets import preset_text
+from builder.spec.records import Spec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import yaml
+
 Path_ = tuple[str | int, ...]
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML has it (several times faster), else pure Python."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,6 @@ def load_stack(spec_path: Path | None, preset: str | None) -> Stack:
 
 def parse_spec(text: str, source: str) -> Spec:
     """Parse YAML text into a Spec, raising one SpecError listing every problem."""
-    from builder.stacks import check_spec
-
     data, lines = _load_yaml(text, source)
     try:
         spec = parse(Spec, data)
@@ -84,9 +83,13 @@ def parse_spec(text: str, source: str) -> Spec:
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    import yaml
+
+    # libyaml's safe loader when PyYAML has it (several times faster), else pure Python
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        node = yaml.compose(text, Loader=_LOADER)
-        data = yaml.load(text, Loader=_LOADER)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
@@ -95,6 +98,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         ) from None
     except yaml.YAMLError as exc:
         raise SpecError(source, [Problem("(yaml)", f"not valid YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise SpecError(
             source,
@@ -114,6 +119,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
 
 
 def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], dups: list[Problem]) -> None:
+    import yaml
+
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()

@@ -15,15 +15,21 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from builder import platforms
+from builder.contract import (
+    ACCELERATOR_LABEL,
+    BASE_NAME_LABEL,
+    PRESET_LABEL,
+    SPEC_HASH_LABEL,
+    SSH_PORT_LABEL,
+    VENV,
+)
 from builder.errors import UsageError
-from builder.inputs import BuildInputs
-from builder.model import dump
-from builder.rootfs import ROOTFS, ContextFile, rootfs_files
-from builder.stacks import VENV, resolve_image
-from builder.steps import (
+from builder.image.inputs import BuildInputs
+from builder.image.rootfs import ROOTFS, ContextFile, rootfs_files
+from builder.image.steps import (
     BUILD_DIR,
     CA_FILE,
     CA_TARGET,
@@ -43,12 +49,12 @@ from builder.steps import (
     system_steps,
     venv_layers,
 )
+from builder.model import dump
+from builder.payload import payload_text
 
 if TYPE_CHECKING:
-    from builder.loader import Stack
-    from builder.stacks import ResolvedImage
-
-LABEL_PREFIX = "io.github.builder"
+    from builder.platforms.base import ResolvedImage
+    from builder.spec.loader import Stack
 
 
 @dataclass(frozen=True)
@@ -81,9 +87,9 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
     """Decide the whole image for a stack (reads only the requirements file)."""
     inputs = inputs or BuildInputs()
     image = stack.spec.image
-    resolved = resolve_image(image)
+    resolved = platforms.get(image.accelerator).resolve(image)
     requirements = _requirements_text(stack)
-    files = list(rootfs_files(stack.spec, resolved))
+    files = list(rootfs_files(stack.spec))
     if requirements is not None:
         files.append(ContextFile(REQUIREMENTS_FILE, REQUIREMENTS_TARGET, 0o644, requirements))
     if inputs.ca_pem is not None:
@@ -100,7 +106,7 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
     env = {"VIRTUAL_ENV": VENV, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     if inputs.lock is not None:
         files.append(ContextFile(LOCK_FILE, LOCK_TARGET, 0o644, inputs.lock.constraints()))
-        check = (Path(__file__).with_name("lock_check.py")).read_text()
+        check = payload_text("lock_check.py")
         files.append(ContextFile(LOCK_CHECK_FILE, LOCK_CHECK_TARGET, 0o644, check))
     staged = requirements is not None or inputs.wheels or inputs.lock is not None
     cleanup = [f"rm -rf {BUILD_DIR}"] if staged else []
@@ -139,11 +145,21 @@ def spec_hash(stack: Stack, requirements: str | None = None) -> str:
     """
     text = requirements if requirements is not None else _requirements_text(stack)
     payload = json.dumps(
-        {"image": dump(stack.spec.image), "requirements": text},
+        {"image": _hashed_image(stack), "requirements": text},
         sort_keys=True,
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _hashed_image(stack: Stack) -> dict[str, Any]:
+    """The image section as hashed: the platforms' keys that format 1 always held are in
+    even when unset, so an unchanged spec keeps its hash (and its lock) with a new builder."""
+    data: dict[str, Any] = dump(stack.spec.image)
+    for platform in platforms.every():
+        for key in platform.hashed_when_unset:
+            data.setdefault(key, None)
+    return data
 
 
 def _requirements_text(stack: Stack) -> str | None:
@@ -174,16 +190,16 @@ def _labels(stack: Stack, resolved: ResolvedImage, requirements: str | None) -> 
     labels = {
         "org.opencontainers.image.title": spec.name,
         "org.opencontainers.image.version": spec.image.tag,
-        "org.opencontainers.image.base.name": resolved.base,
-        f"{LABEL_PREFIX}.spec-hash": spec_hash(stack, requirements),
-        f"{LABEL_PREFIX}.accelerator": resolved.accelerator.value,
+        BASE_NAME_LABEL: resolved.base,
+        SPEC_HASH_LABEL: spec_hash(stack, requirements),
+        ACCELERATOR_LABEL: resolved.accelerator,
     }
     if spec.description:
         labels["org.opencontainers.image.description"] = spec.description
     if stack.preset:
-        labels[f"{LABEL_PREFIX}.preset"] = stack.preset
+        labels[PRESET_LABEL] = stack.preset
     if spec.image.ssh.enabled:
-        labels[f"{LABEL_PREFIX}.ssh-port"] = str(spec.image.ssh.port)
+        labels[SSH_PORT_LABEL] = str(spec.image.ssh.port)
     labels.update(spec.image.labels)
     return labels
 
@@ -191,7 +207,7 @@ def _labels(stack: Stack, resolved: ResolvedImage, requirements: str | None) -> 
 def _help_text(stack: Stack, resolved: ResolvedImage) -> tuple[str, ...]:
     spec = stack.spec
     lines = [spec.name + (f": {spec.description}" if spec.description else "")]
-    lines.append(f"accelerator: {resolved.accelerator.value}; base: {resolved.base}")
+    lines.append(f"accelerator: {resolved.accelerator}; base: {resolved.base}")
     if resolved.torch:
         lines.append(f"torch: {resolved.torch}")
     if resolved.deepspeed:
@@ -209,4 +225,4 @@ def _smoke_test(stack: Stack, resolved: ResolvedImage) -> tuple[str, ...]:
     return tuple(commands)
 
 
-__all__ = ["LABEL_PREFIX", "Recipe", "Step", "image_recipe", "spec_hash"]
+__all__ = ["Recipe", "Step", "image_recipe", "spec_hash"]

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from builder.recipe import LABEL_PREFIX
+from builder.contract import LABEL_PREFIX
+from builder.engine.docker import connect
 
 if TYPE_CHECKING:
-    from builder.engine import Engine, ImageInfo
+    from builder.engine.base import Engine, ImageInfo
 
 
 def inspect_image(reference: str, engine: Engine | None = None) -> dict[str, Any]:
     """What `builder inspect` reports: identity, builder labels, size and layers."""
-    from builder.engine import Engine
-
-    info = (engine or Engine.connect()).image(reference)
+    info = (engine or connect()).image(reference)
     return image_report(info)
 
 

@@ -1,0 +1,32 @@
+"""Names the parts of builder agree on: labels, paths in images and on nodes.
+
+Images carry these labels, containers find the cluster folder here, the
+build, the lock and the fingerprint look for the same paths. This module
+imports nothing of builder, so every other module may import it.
+"""
+
+from __future__ import annotations
+
+LABEL_PREFIX = "io.github.builder"
+SPEC_HASH_LABEL = f"{LABEL_PREFIX}.spec-hash"
+ACCELERATOR_LABEL = f"{LABEL_PREFIX}.accelerator"
+PRESET_LABEL = f"{LABEL_PREFIX}.preset"
+SSH_PORT_LABEL = f"{LABEL_PREFIX}.ssh-port"
+VERSION_LABEL = f"{LABEL_PREFIX}.version"
+DOCKERFILE_LABEL = f"{LABEL_PREFIX}.dockerfile-sha256"
+SYSTEM_STAGE_LABEL = f"{LABEL_PREFIX}.system-stage"
+REHEARSAL_LABEL = f"{LABEL_PREFIX}.rehearsal"
+"""On every container and network a rehearsal starts (its id), for teardown."""
+REHEARSAL_BASE_LABEL = f"{LABEL_PREFIX}.rehearsal-base"
+"""On a derived rehearsal image (Slurm added): the id of the image it was made from."""
+BASE_NAME_LABEL = "org.opencontainers.image.base.name"
+
+CLUSTER_DIR = "/etc/builder/cluster"
+"""Where the cluster folder (key pair, hostfile, .deepspeed_env) is mounted read-only."""
+HOSTFILE = "hostfile"
+DSENV = ".deepspeed_env"
+
+VENV = "/opt/venv"
+"""The image's virtual environment (its bin/ leads PATH)."""
+TORCH_DIR = "/opt/torch"
+"""torch and its dependencies, a layer of their own, seen by the venv through a .pth."""

@@ -1,0 +1,72 @@
+"""A fingerprint: what an environment is, in one comparable record and a short digest.
+
+The collector (``payload/collect.py``) runs inside the environment (an image,
+a running container, or a node reached over ssh) with that environment's
+own python3 and returns OS release, Python, every Python package, Debian
+packages, the torch build, DeepSpeed, NCCL/HCCL, launch-relevant variables
+and pdsh/ssh versions. The spec hash label of the image is added from outside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from builder import platforms
+from builder.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One environment's record; ``digest`` is over all of it."""
+
+    source: str
+    data: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        canonical = json.dumps(self.data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def as_data(self) -> dict[str, Any]:
+        return {"source": self.source, "digest": self.digest, **self.data}
+
+    def summary(self) -> str:
+        """The human view: the few lines people ask about, then the counts."""
+        d = self.data
+        torch = d.get("torch") or {}
+        builds = (p.torch_build(torch, d["packages"]) for p in platforms.every())
+        build = next((b for b in builds if b), "CPU")
+        rows = [
+            ("source", self.source),
+            ("digest", self.digest),
+            ("os", d["os"].get("pretty_name", "?")),
+            ("python", d["python"]),
+            ("torch", f"{torch.get('version')} ({build})" if torch else "-"),
+            ("deepspeed", d.get("deepspeed") or "-"),
+            ("nccl", d.get("nccl") or "-"),
+            ("hccl", d.get("hccl") or "-"),
+            ("pdsh", d["tools"].get("pdsh") or "-"),
+            ("ssh", d["tools"].get("ssh") or "-"),
+            ("spec hash", d.get("spec_hash") or "-"),
+            ("packages", f"{len(d['packages'])} Python, {len(d['apt'])} Debian"),
+            ("env", ", ".join(f"{k}={v}" for k, v in d["env"].items() if k != "PATH") or "-"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
+
+
+def parse_collected(source: str, output: str, spec_hash: str | None) -> Fingerprint:
+    """The collector's JSON (the last line of output) as a Fingerprint."""
+    lines = output.strip().splitlines()
+    try:
+        data = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise UsageError(
+            f"{source}: no fingerprint came back (is python3 installed there?): "
+            f"{output.strip()[-300:]}"
+        ) from None
+    data["spec_hash"] = spec_hash
+    return Fingerprint(source, data)

@@ -1,0 +1,136 @@
+"""What every launcher says about itself: what it needs from the image, whether it runs
+from the first node over ssh or on every node, and its command as argv.
+
+A launcher is one module in this package holding one ``Launcher`` subclass
+instance named ``LAUNCHER``. Its command is built from a ``LaunchContext``
+(nodes, master, the cluster folder as the launcher sees it); the plan puts it
+in the runtime of the nodes (``launch.plan``), the Slurm script in a batch
+task (``launch.slurm``). Every emitter is checked by the real consumer in
+tests/conformance: DeepSpeed's ``runner.parse_args``, torch's
+``torch.distributed.run`` parser, optimum-habana's ``DistributedRunner`` and
+OpenMPI read back the hostfile, master, ports, script and arguments we meant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from builder.model import Extra
+    from builder.spec.records import ImageSpec, LaunchSpec, Spec
+
+Problems = list[tuple[str, str]]
+
+
+class FromShell(str):
+    """A value the batch shell expands on the node ("$SLURM_NNODES"): written unquoted.
+    Only builder makes these, never from user input."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Where a launcher runs: the stack, its nodes in rank order, the rendezvous, and
+    the cluster folder (hostfile, .deepspeed_env) as the launcher's process sees it."""
+
+    spec: Spec
+    nodes: tuple[str, ...]
+    master: str
+    cluster: str
+    rdzv_id: str
+    nnodes: str = ""
+    """The node count as the command writes it (default: len(nodes))."""
+    endpoint: str = ""
+    """HOST:PORT of the rendezvous (default: master and launch.master_port)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """The run's environment, for launchers that carry it themselves (mpirun -x)."""
+
+    @property
+    def node_count(self) -> str:
+        return self.nnodes or str(len(self.nodes))
+
+    @property
+    def rendezvous(self) -> str:
+        return self.endpoint or f"{self.master}:{self.spec.launch.master_port}"
+
+
+@dataclass(frozen=True)
+class LauncherCommand:
+    """The launcher's argv and what its own process needs in its environment."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+class Launcher:
+    """A launcher: its needs, its reach, its command."""
+
+    name: ClassVar[str]
+    over_ssh: ClassVar[bool] = False
+    """Runs on the first node and reaches the others over ssh (sshd on every node);
+    otherwise every node runs the same command."""
+    reaches_with: ClassVar[str] = ""
+    """What carries the run to the other nodes (pdsh, mpirun), for people to read."""
+    needs_deepspeed: ClassVar[bool] = False
+    needs_pdsh: ClassVar[bool] = False
+    needs_openmpi: ClassVar[bool] = False
+    reads_dsenv: ClassVar[bool] = False
+    """The ranks get .deepspeed_env's variables (DeepSpeed's pdsh launch)."""
+    tools: ClassVar[tuple[str, ...]] = ("python",)
+    """Commands the image must have for it (checked before a rehearsal starts)."""
+    platforms: ClassVar[tuple[str, ...]] = ()
+    """The platforms it is for (empty: every one)."""
+    setting_keys: ClassVar[tuple[Extra, ...]] = ()
+    """Keys of ``launch`` this launcher owns."""
+    batch: ClassVar[bool] = False
+    """Can run as one Slurm task per node (every node runs the same command)."""
+    rehearsal: ClassVar[str | None] = None
+    """Why a rehearsal cannot run it on this machine, or None when it can."""
+
+    def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:  # noqa: ARG002
+        """What this launcher needs from the image (also checked for --launcher overrides)."""
+        problems: Problems = []
+        if self.needs_deepspeed and not image.deepspeed:
+            problems.append(
+                ("launch.launcher", f"{self.name} needs DeepSpeed: set image.deepspeed")
+            )
+        if self.needs_pdsh and not image.pdsh:
+            problems.append(
+                (
+                    "launch.launcher",
+                    f"{self.name} reaches the other nodes with pdsh: set image.pdsh: true",
+                )
+            )
+        # (pdsh without ssh is reported on its own, as image.pdsh)
+        if self.over_ssh and not image.ssh.enabled and not image.pdsh:
+            problems.append(
+                ("launch.launcher", f"{self.name} reaches the nodes over ssh: enable image.ssh")
+            )
+        if self.needs_openmpi and not image.openmpi:
+            problems.append(
+                (
+                    "launch.launcher",
+                    f"{self.name} needs OpenMPI in the image: set image.openmpi: true",
+                )
+            )
+        if self.platforms and image.accelerator not in self.platforms:
+            problems.append(
+                (
+                    "launch.launcher",
+                    f"{self.name} is for accelerator: {' or '.join(self.platforms)}",
+                )
+            )
+        return problems
+
+    def check_cluster(self, cluster: str) -> None:
+        """Refuse a cluster folder path this launcher cannot carry (UsageError)."""
+
+    def command(self, context: LaunchContext) -> LauncherCommand:
+        raise NotImplementedError
+
+    def setting(self, launch: LaunchSpec, key: str) -> str:
+        """One of this launcher's launch keys, or its default."""
+        default = next(extra.default for extra in self.setting_keys if extra.name == key)
+        return launch.settings.get(key, default or "")

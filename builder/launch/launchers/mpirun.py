@@ -1,0 +1,63 @@
+"""OpenMPI's mpirun: one rank per slot over the hostfile, reached over ssh."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from builder.contract import HOSTFILE
+from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from builder.spec.records import LaunchSpec
+
+
+def mpirun_argv(
+    launch: LaunchSpec,
+    *,
+    hostfile: str,
+    nnodes: int,
+    master_addr: str,
+    as_root: bool,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """OpenMPI's `mpirun`: one rank per slot, the run's environment with `-x NAME=value`.
+
+    `-x` carries each value as it is (no shell on the way). The ranks learn
+    their place from OMPI_COMM_WORLD_* (DeepSpeed's init_distributed reads
+    them); MASTER_ADDR/PORT are exported for torch.distributed's env://.
+    ``env`` is the run's environment (default: launch.env).
+    """
+    argv = ["mpirun", "--hostfile", hostfile, "-np", str(nnodes * launch.slots)]
+    argv += ["--map-by", f"ppr:{launch.slots}:node", "--bind-to", "none"]
+    if as_root:
+        argv.append("--allow-run-as-root")
+    run_env = launch.env if env is None else env
+    exported = {"MASTER_ADDR": master_addr, "MASTER_PORT": str(launch.master_port), **run_env}
+    for key, value in sorted(exported.items()):
+        argv += ["-x", f"{key}={value}"]
+    return [*argv, "python", "-u", launch.script, *launch.args]
+
+
+class Mpirun(Launcher):
+    name = "mpirun"
+    over_ssh = True
+    reaches_with = "mpirun"
+    needs_openmpi = True
+    tools = ("sshd", "ssh", "mpirun", "python")
+
+    def command(self, context: LaunchContext) -> LauncherCommand:
+        spec = context.spec
+        argv = mpirun_argv(
+            spec.launch,
+            hostfile=f"{context.cluster}/{HOSTFILE}",
+            nnodes=len(context.nodes),
+            master_addr=context.master,
+            as_root=spec.image.user.name == "root",
+            env=dict(context.env),
+        )
+        return LauncherCommand(tuple(argv))
+
+
+LAUNCHER = Mpirun()

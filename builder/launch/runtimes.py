@@ -1,0 +1,354 @@
+"""How a node runs a command: in a Docker container, in Apptainer (or Singularity) from
+the SIF, or on the node itself. Actions are typed records; ``argv()`` is the one
+place each becomes a command line.
+
+Docker: host networking (the collectives and sshd, on its own port, talk node
+to node), the platform's flags, the cluster folder read-only at
+/etc/builder/cluster, the run's environment as ``--env``. Apptainer: ``exec
+--cleanenv`` with the platform's flags (``--nv``); host network and IPC are
+shared by default (what NCCL wants), and only what is passed gets in, as
+``APPTAINERENV_NAME=value`` in the command's environment, which carries any
+value (``--env`` splits on commas). ``apptainer build x.sif
+docker-daemon://name:tag`` needs an explicit tag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, ClassVar
+
+from builder import platforms
+from builder.contract import CLUSTER_DIR
+from builder.errors import UsageError
+
+if TYPE_CHECKING:
+    from builder.launch.launchers.base import LauncherCommand
+    from builder.spec.records import Spec
+
+Env = tuple[tuple[str, str], ...]
+INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
+AWS_EFA_FLAGS = ("--privileged",)
+"""Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
+APPTAINER_PROGRAMS = ("apptainer", "singularity")
+"""What builds a SIF (`builder sif --program`)."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path bound into the container; neither side may hold ':' (both
+    `docker run -v` and `apptainer --bind` split on it)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        for path in (self.source, self.target):
+            if ":" in path:
+                raise UsageError(
+                    f"mount path {path!r} holds ':', which `docker run -v` and "
+                    "`apptainer --bind` cannot carry; use a path without it"
+                )
+
+    def text(self) -> str:
+        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class ContainerStart:
+    """`docker run`: a node's container (detached, or a batch task's, removed after)."""
+
+    image: str
+    name: str | None
+    flags: tuple[str, ...]
+    """The platform's flags (GPUs, devices, IPC)."""
+    fabric: tuple[str, ...] = ()
+    """What the node's network fabric needs (InfiniBand devices, EFA)."""
+    binds: tuple[Bind, ...] = ()
+    env: Env = ()
+    command: tuple[str, ...] = ()
+    network: str = "host"
+    hostname: str | None = None
+    aliases: tuple[str, ...] = ()
+    labels: Env = ()
+    detach: bool = True
+    remove: bool = False
+
+    def argv(self) -> list[str]:
+        argv = ["docker", "run"]
+        for key, value in self.labels:
+            argv += ["--label", f"{key}={value}"]
+        if self.detach:
+            argv.append("--detach")
+        if self.name is not None:
+            argv += ["--name", self.name]
+        if self.remove:
+            argv.append("--rm")
+        argv += ["--network", self.network]
+        if self.hostname is not None:
+            argv += ["--hostname", self.hostname]
+        for alias in self.aliases:
+            argv += ["--network-alias", alias]
+        argv += [*self.flags, *self.fabric]
+        for bind in self.binds:
+            argv += ["--volume", bind.text()]
+        for key, value in self.env:
+            argv += ["--env", f"{key}={value}"]
+        return [*argv, self.image, *self.command]
+
+
+@dataclass(frozen=True)
+class ContainerExec:
+    """`docker exec` of a command in a node's running container."""
+
+    container: str
+    command: tuple[str, ...]
+    env: Env = ()
+    workdir: str | None = None
+
+    def argv(self) -> list[str]:
+        argv = ["docker", "exec"]
+        for key, value in self.env:
+            argv += ["--env", f"{key}={value}"]
+        if self.workdir is not None:
+            argv += ["--workdir", self.workdir]
+        return [*argv, self.container, *self.command]
+
+
+@dataclass(frozen=True)
+class ApptainerExec:
+    """`apptainer exec --cleanenv` (or singularity's) of a command in the SIF."""
+
+    program: str
+    sif: str
+    command: tuple[str, ...]
+    flags: tuple[str, ...] = ()
+    binds: tuple[Bind, ...] = ()
+    env: Env = ()
+
+    @property
+    def env_prefix(self) -> str:
+        """How the program takes a variable through --cleanenv."""
+        return f"{self.program.upper()}ENV_"
+
+    def argv(self) -> list[str]:
+        env = [f"{self.env_prefix}{key}={value}" for key, value in self.env]
+        argv = (["env", *env] if env else []) + [self.program, "exec", "--cleanenv", *self.flags]
+        for bind in self.binds:
+            argv += ["--bind", bind.text()]
+        return [*argv, self.sif, *self.command]
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    """A command on the node itself (runtime none: the node's environment is the image)."""
+
+    command: tuple[str, ...]
+    env: Env = ()
+
+    def argv(self) -> list[str]:
+        prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
+        return [*prefix, *self.command]
+
+
+Action = ContainerStart | ContainerExec | ApptainerExec | HostCommand
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every node's runtime takes from the plan."""
+
+    spec: Spec
+    image: str
+    cluster_dir: str | None
+    fabric: tuple[str, ...] = ()
+    env: Env = field(default=())
+    """The run's environment (the platform's advice, then launch.env), sorted."""
+
+    @property
+    def binds(self) -> tuple[Bind, ...]:
+        cluster = (Bind(self.cluster_dir, CLUSTER_DIR, True),) if self.cluster_dir else ()
+        mounts = tuple(Bind(m.source, m.target, m.read_only) for m in self.spec.launch.mounts)
+        return cluster + mounts
+
+
+class Runtime:
+    """A runtime: whether its nodes serve ssh, and the action for each role."""
+
+    name: ClassVar[str]
+    serves_ssh: ClassVar[bool] = False
+    """A launcher on the first node can reach the others' sshd (deepspeed, mpirun)."""
+
+    def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
+        """Where a command of this runtime sees the cluster folder."""
+        return CLUSTER_DIR
+
+    def start(self, setup: Setup) -> ContainerStart | None:  # noqa: ARG002
+        """What keeps a node up with its sshd, or None when the node itself does."""
+        return None
+
+    def exec(self, setup: Setup, command: LauncherCommand) -> Action:
+        """The launcher, on the first node, inside what start() brought up."""
+        raise NotImplementedError
+
+    def run(self, setup: Setup, command: LauncherCommand) -> Action:
+        """The command on one node, in a fresh environment of the image."""
+        raise NotImplementedError
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> Action:
+        """The command as a Slurm task runs it (in the foreground, nothing left behind)."""
+        return self.run(setup, command)
+
+    def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
+        """Variables a batch script exports for this runtime, beside the run's own."""
+        return ()
+
+    def where(self, image: str) -> str:
+        """Where the command runs, for people to read."""
+        raise NotImplementedError
+
+    def purpose(self, launcher: str) -> str:
+        """What a node's run step does, for people to read."""
+        raise NotImplementedError
+
+
+def container_name(spec: Spec) -> str:
+    return f"builder-{spec.name}"
+
+
+class Docker(Runtime):
+    name = "docker"
+    serves_ssh = True
+
+    def start(self, setup: Setup, command: tuple[str, ...] = ()) -> ContainerStart:
+        return ContainerStart(
+            image=setup.image,
+            name=container_name(setup.spec),
+            flags=platforms.get(setup.spec.image.accelerator).docker_flags,
+            fabric=setup.fabric,
+            binds=setup.binds,
+            env=setup.env,
+            command=command,
+        )
+
+    def exec(self, setup: Setup, command: LauncherCommand) -> ContainerExec:
+        return ContainerExec(
+            container=container_name(setup.spec),
+            command=command.argv,
+            env=command.env,
+            workdir=setup.spec.image.workdir,
+        )
+
+    def run(self, setup: Setup, command: LauncherCommand) -> ContainerStart:
+        start = self.start(setup, command.argv)
+        return start if not command.env else _with_env(start, command.env)
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> ContainerStart:
+        # `docker run` under srun: the task waits for the container and removes it
+        return replace(self.run(setup, command), name=None, detach=False, remove=True)
+
+    def where(self, image: str) -> str:
+        return f"in a docker container of {image}"
+
+    def purpose(self, launcher: str) -> str:
+        return f"the node's container runs {launcher}"
+
+
+def _with_env(start: ContainerStart, env: Env) -> ContainerStart:
+    return replace(start, env=tuple(sorted({**dict(start.env), **dict(env)}.items())))
+
+
+class Apptainer(Runtime):
+    name = "apptainer"
+
+    def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
+        return ApptainerExec(
+            program=self.name,
+            sif=sif_name(setup.image),
+            command=command.argv,
+            flags=platforms.get(setup.spec.image.accelerator).apptainer_flags,
+            binds=setup.binds,
+            env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
+        )
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
+        # the batch script exports the variables once (batch_env), for every task
+        return replace(self.run(setup, command), env=())
+
+    def batch_env(self, setup: Setup) -> Env:
+        prefix = ApptainerExec(self.name, "", ()).env_prefix
+        return tuple((f"{prefix}{key}", value) for key, value in setup.env)
+
+    def where(self, image: str) -> str:
+        return f"in {self.name} ({sif_name(image)})"
+
+    def purpose(self, launcher: str) -> str:
+        return f"{launcher} in {self.name}"
+
+
+class Singularity(Apptainer):
+    """Apptainer's predecessor, still the name on many sites: the same flags."""
+
+    name = "singularity"
+
+
+class Bare(Runtime):
+    """Runtime none: the nodes' own environment is the image (a cluster whose nodes run it)."""
+
+    name = "none"
+    serves_ssh = True
+
+    def cluster_path(self, cluster_dir: str) -> str:
+        return cluster_dir
+
+    def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:  # noqa: ARG002
+        return HostCommand(command.argv, command.env)
+
+    def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:  # noqa: ARG002
+        return HostCommand(command.argv, command.env)
+
+    def where(self, image: str) -> str:  # noqa: ARG002
+        return "directly on the node (the image is its environment)"
+
+    def purpose(self, launcher: str) -> str:
+        return f"{launcher} (the same on every node)"
+
+
+_RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Docker(), Apptainer(), Singularity(), Bare())}
+RUNTIMES = tuple(_RUNTIMES)
+
+
+def runtime(name: str) -> Runtime:
+    """The runtime called name, or a UsageError listing them."""
+    if name not in _RUNTIMES:
+        raise UsageError(f"runtime {name!r}: choose one of {', '.join(RUNTIMES)}")
+    return _RUNTIMES[name]
+
+
+# -- SIFs ----------------------------------------------------------------------
+
+
+def sif_name(image: str) -> str:
+    """team/train:1.0 -> train-1.0.sif"""
+    name, tag = _split(image)
+    return f"{name.rsplit('/', 1)[-1]}-{tag}.sif"
+
+
+def sif_build_argv(
+    image: str, *, output: str | None = None, program: str = "apptainer"
+) -> list[str]:
+    """Build a SIF from an image of the local Docker engine."""
+    _split(image)
+    if program not in APPTAINER_PROGRAMS:
+        raise UsageError(f"{program!r}: choose apptainer or singularity")
+    return [program, "build", output or sif_name(image), f"docker-daemon://{image}"]
+
+
+def _split(image: str) -> tuple[str, str]:
+    match = re.match(r"^(.+):([A-Za-z0-9_][A-Za-z0-9_.-]*)$", image)
+    if match is None or "/" in match[2]:
+        raise UsageError(
+            f"{image!r} has no tag; docker-daemon:// needs name:tag (e.g. {image}:latest)"
+        )
+    return match[1], match[2]

@@ -1,0 +1,62 @@
+"""The platforms (accelerators) builder knows: one module each in this package.
+
+A module here that defines ``PLATFORM`` is a platform, named by its module;
+nothing else lists them, so adding an accelerator is adding its module (and
+a preset). Modules are loaded when first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from typing import TYPE_CHECKING
+
+from builder.platforms.base import Platform
+
+if TYPE_CHECKING:
+    from builder.model import Extra
+    from builder.spec.records import Spec
+
+_NOT_PLATFORMS = frozenset({"base"})
+
+
+@cache
+def names() -> tuple[str, ...]:
+    """Every platform's name, sorted."""
+    found = (module.name for module in pkgutil.iter_modules(__path__))
+    return tuple(sorted(n for n in found if n not in _NOT_PLATFORMS and not n.startswith("_")))
+
+
+@cache
+def get(name: str) -> Platform:
+    """The platform called name (a checked spec names only known ones)."""
+    if name not in names():
+        raise KeyError(name)
+    platform = importlib.import_module(f"{__name__}.{name}").PLATFORM
+    if not isinstance(platform, Platform) or platform.name != name:
+        raise TypeError(f"{__name__}.{name}.PLATFORM is not the {name} Platform")
+    return platform
+
+
+def every() -> tuple[Platform, ...]:
+    return tuple(get(name) for name in names())
+
+
+@cache
+def version_keys() -> tuple[Extra, ...]:
+    """The image keys the platforms own (cuda, synapse, ...), in platform order."""
+    return tuple(key for platform in every() for key in platform.version_keys)
+
+
+def owner(key: str) -> Platform:
+    """The platform that owns an image key."""
+    return next(p for p in every() if any(k.name == key for k in p.version_keys))
+
+
+def run_environment(spec: Spec) -> dict[str, str]:
+    """What every rank's environment gets: the platform's advice, then launch.env."""
+    return {**get(spec.image.accelerator).run_env(), **spec.launch.env}
+
+
+__all__ = ["Platform", "every", "get", "names", "owner", "run_environment", "version_keys"]

@@ -1,0 +1,178 @@
+"""What every platform (accelerator) says about itself, and what they share.
+
+A platform is one module in this package holding one ``Platform`` subclass
+instance named ``PLATFORM``: its base images and OS, the spec keys it owns
+(``image.cuda``), its spec problems, how it resolves torch, what it adds to
+the image, the flags its containers need under Docker and Apptainer, its
+Slurm resources, the run-time variables it adds, and what stands in for it
+when a rehearsal runs on a machine without its hardware. The defaults here
+are a plain CPU machine's; a platform overrides only what differs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from builder.model import Extra
+    from builder.spec.records import ImageSpec, LaunchSpec
+
+VERSION_PATTERN = r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)?$"
+TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
+Problems = list[tuple[str, str]]
+"""(field path, what to do) pairs."""
+
+
+@dataclass(frozen=True)
+class OSRelease:
+    """A base OS we know: its python3 and whether pip may touch the system Python."""
+
+    python: str
+    pep668: bool
+
+
+OSES: dict[str, OSRelease] = {
+    "ubuntu22.04": OSRelease(python="3.10", pep668=False),
+    "ubuntu24.04": OSRelease(python="3.12", pep668=True),
+    "bookworm": OSRelease(python="3.11", pep668=True),
+}
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """An ImageSpec with every default decided; what the recipe is built from."""
+
+    accelerator: str
+    base: str
+    os: str | None
+    python: str | None
+    torch: str | None
+    """None: the base image's own torch is used (never reinstalled)."""
+    torch_index: str | None
+    deepspeed: str | None
+    deepspeed_requirement: str | None
+    """What pip installs for DeepSpeed: a PyPI pin or a fork's git URL."""
+    system_packages: tuple[str, ...]
+    """OS packages the platform adds to every image of it (beside builder's own)."""
+    build_packages: tuple[str, ...]
+    """OS packages the python stage needs only while building (git for a fork)."""
+    system_site_packages: bool
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Platform:
+    """A plain CPU machine; every accelerator's module subclasses this."""
+
+    name: ClassVar[str]
+    version_keys: ClassVar[tuple[Extra, ...]] = ()
+    """Keys of ``image`` this platform owns (its toolkit or SDK release)."""
+    hashed_when_unset: ClassVar[tuple[str, ...]] = ()
+    """Of version_keys, those format 1 hashed even when unset (null): kept, so that the
+    spec hash of an unchanged spec never changes with a new builder."""
+    base_family: ClassVar[re.Pattern[str] | None] = None
+    """Recognises this platform's base images (a Gaudi stack on a CUDA base is an error)."""
+    default_os: ClassVar[str | None] = None
+    system_site_packages: ClassVar[bool] = False
+    """The venv sees the base image's packages (a vendor torch in the base)."""
+    docker_flags: ClassVar[tuple[str, ...]] = ("--ipc", "host")
+    """`docker run` flags a training container needs (host networking comes from the plan)."""
+    apptainer_flags: ClassVar[tuple[str, ...]] = ()
+    stand_in: ClassVar[str] = "cpu"
+    """The platform a rehearsal runs instead, on a machine without this hardware."""
+    rehearsal_env: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """Variables a rehearsal adds so that the stack runs on its stand-in."""
+
+    # -- the image ----------------------------------------------------------
+
+    def default_base(self, image: ImageSpec) -> str:
+        """The base image a stack gets when it names none."""
+        raise NotImplementedError
+
+    def os_of(self, image: ImageSpec) -> str | None:
+        """The base image's OS: the spec's, the default base's, or read from the base's name;
+        None when it cannot be told (then the Python version is not checked)."""
+        if image.os:
+            return image.os
+        if image.base is None:
+            return self.default_os
+        return next((name for name in OSES if name in image.base), None)
+
+    def problems(self, image: ImageSpec) -> Problems:
+        """What this platform cannot build from image (the shared checks are in spec.check)."""
+        if image.torch is None:
+            return [("image.torch", 'set the torch version, e.g. torch: "2.14.1"')]
+        return []
+
+    def torch_index(self, image: ImageSpec) -> str | None:
+        """The pip index torch comes from (image.torch is set)."""
+        return image.torch_index
+
+    def installs_torch(self, image: ImageSpec) -> bool:  # noqa: ARG002 - platforms override
+        """False where the base image brings its own torch build."""
+        return True
+
+    def deepspeed_requirement(self, version: str) -> str:
+        return f"deepspeed=={version}"
+
+    def system_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
+        """OS packages of the final image that this platform needs."""
+        return ()
+
+    def build_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
+        """OS packages the python stage needs while building, never in the final image."""
+        return ()
+
+    def resolve(self, image: ImageSpec) -> ResolvedImage:
+        """Fill in every default; assumes the spec checks found no problems."""
+        os_name = self.os_of(image)
+        torch = image.torch if self.installs_torch(image) else None
+        index = self.torch_index(image) if torch else None
+        deepspeed = image.deepspeed
+        return ResolvedImage(
+            accelerator=self.name,
+            base=image.base or self.default_base(image),
+            os=os_name,
+            python=image.python or (OSES[os_name].python if os_name in OSES else None),
+            torch=torch,
+            torch_index=index,
+            deepspeed=deepspeed,
+            deepspeed_requirement=self.deepspeed_requirement(deepspeed) if deepspeed else None,
+            system_packages=self.system_packages(image),
+            build_packages=self.build_packages(image) if deepspeed else (),
+            system_site_packages=self.system_site_packages,
+            env=dict(image.env),
+        )
+
+    # -- running it ---------------------------------------------------------
+
+    def slurm_options(self, launch: LaunchSpec) -> list[str]:
+        """#SBATCH resource options (beyond nodes and tasks) for launch."""
+        gpus = launch.slurm.gpus_per_node
+        return [f"--gpus-per-node={gpus}"] if gpus else []
+
+    def run_env(self) -> dict[str, str]:
+        """Variables every rank gets unless launch.env sets them (its vendor's advice)."""
+        return {}
+
+    def forwarded_env(self, image_env: Mapping[str, str] | None) -> dict[str, str]:  # noqa: ARG002
+        """What .deepspeed_env must carry for this platform: variables the nodes' ranks need
+        that DeepSpeed does not forward by itself (read from the image's ENV when given)."""
+        return {}
+
+    def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
+        """How a fingerprint's torch build reads when it is this platform's, else None."""
+        return None
+
+
+def minor_of(version: str) -> str:
+    """2.14.1 -> 2.14"""
+    return ".".join(version.split(".")[:2])
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """6.2.4 -> (6, 2, 4), for comparing releases."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))

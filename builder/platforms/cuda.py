@@ -1,0 +1,153 @@
+"""NVIDIA CUDA: nvidia/cuda cuDNN devel bases, torch from PyTorch's CUDA wheel indexes.
+
+Containers get every GPU, host IPC, unlimited memlock and a large stack
+(NCCL breaks on Docker's 64 MB /dev/shm); Apptainer gets ``--nv``; Slurm
+asks for one GPU per slot unless the spec says otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from builder.model import Extra
+from builder.platforms.base import (
+    TORCH_INDEX_ROOT,
+    VERSION_PATTERN,
+    Platform,
+    Problems,
+    minor_of,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from builder.spec.records import ImageSpec, LaunchSpec
+
+# torch minor -> CUDA wheel indexes on download.pytorch.org that carry it
+# (PyTorch's previous-versions page and RELEASE.md compatibility matrix).
+TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
+    "2.1": ("cu118", "cu121"),
+    "2.2": ("cu118", "cu121"),
+    "2.3": ("cu118", "cu121"),
+    "2.4": ("cu118", "cu121", "cu124"),
+    "2.5": ("cu118", "cu121", "cu124"),
+    "2.6": ("cu118", "cu124", "cu126"),
+    "2.7": ("cu118", "cu126", "cu128"),
+    "2.8": ("cu126", "cu128", "cu129"),
+    "2.9": ("cu126", "cu128", "cu130"),
+    "2.10": ("cu126", "cu128", "cu130"),
+    "2.11": ("cu126", "cu128", "cu130"),
+    "2.12": ("cu126", "cu130", "cu132"),
+    "2.13": ("cu126", "cu130", "cu132"),
+    "2.14": ("cu126", "cu130", "cu132"),
+}
+
+# nvidia/cuda X.Y.Z-cudnn-devel-OS tags NVIDIA still publishes (its
+# supported-tags list; older tags are deleted after the driver's end of life).
+CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
+    "12.4.1": ("ubuntu22.04",),
+    "12.6.3": ("ubuntu22.04", "ubuntu24.04"),
+    "12.9.1": ("ubuntu22.04", "ubuntu24.04"),
+    "13.0.3": ("ubuntu22.04", "ubuntu24.04"),
+    "13.1.2": ("ubuntu22.04", "ubuntu24.04"),
+    "13.2.1": ("ubuntu22.04", "ubuntu24.04"),
+}
+DEFAULT_CUDA = "12.6.3"
+DEFAULT_OS = "ubuntu22.04"
+
+
+def torch_cuda_index(torch: str, cuda: str) -> str | None:
+    """The CUDA wheel index for torch on a CUDA base: same major, newest minor <= the base's.
+
+    The wheels bring their own CUDA runtime; the base's toolkit must match
+    torch's CUDA major for extensions (DeepSpeed's ops) to compile.
+    """
+    major, minor = (int(part) for part in cuda.split(".")[:2])
+    fitting = [
+        tag
+        for tag in TORCH_CUDA_INDEXES.get(minor_of(torch), ())
+        if int(tag[2:-1]) == major and int(tag[-1]) <= minor
+    ]
+    return max(fitting, key=lambda tag: int(tag[-1]), default=None)
+
+
+class Cuda(Platform):
+    """NVIDIA GPUs."""
+
+    name = "cuda"
+    version_keys = (
+        Extra("cuda", "CUDA toolkit version (cuda only), e.g. 12.6.3.", VERSION_PATTERN),
+    )
+    hashed_when_unset = ("cuda",)
+    base_family = re.compile(r"(^|/)(nvidia/cuda|nvcr\.io/nvidia/)|cuda", re.IGNORECASE)
+    default_os = DEFAULT_OS
+    docker_flags = (
+        "--gpus", "all", "--ipc", "host",
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+    )  # fmt: skip
+    apptainer_flags = ("--nv",)
+    rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+
+    def default_base(self, image: ImageSpec) -> str:
+        cuda = image.versions.get("cuda", DEFAULT_CUDA)
+        return f"nvidia/cuda:{cuda}-cudnn-devel-{image.os or DEFAULT_OS}"
+
+    def torch_index(self, image: ImageSpec) -> str | None:
+        if image.torch_index:
+            return image.torch_index
+        cuda = image.versions.get("cuda", DEFAULT_CUDA)
+        return f"{TORCH_INDEX_ROOT}/{torch_cuda_index(image.torch or '', cuda)}"
+
+    def problems(self, image: ImageSpec) -> Problems:
+        problems: Problems = []
+        cuda = image.versions.get("cuda", DEFAULT_CUDA)
+        if image.base is None:
+            oses = CUDA_DEVEL_TAGS.get(cuda)
+            if oses is None:
+                problems.append(
+                    (
+                        "image.cuda",
+                        f"nvidia/cuda has no {cuda}-cudnn-devel image (any more); use one of "
+                        f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base",
+                    )
+                )
+            elif (image.os or DEFAULT_OS) not in oses:
+                problems.append(
+                    ("image.os", f"nvidia/cuda {cuda}-cudnn-devel exists for {', '.join(oses)}")
+                )
+        if image.torch is None:
+            return [*problems, *super().problems(image)]
+        if image.torch_index is not None:
+            return problems  # a user-chosen index: we cannot know what it carries
+        indexes = TORCH_CUDA_INDEXES.get(minor_of(image.torch))
+        if indexes is None:
+            problems.append(
+                (
+                    "image.torch",
+                    f"torch {image.torch} is not in builder's CUDA wheel table "
+                    f"({', '.join(TORCH_CUDA_INDEXES)}); pick one of those or set "
+                    "image.torch_index to the index that has it",
+                )
+            )
+        elif torch_cuda_index(image.torch, cuda) is None:
+            problems.append(
+                (
+                    "image.torch",
+                    f"torch {image.torch} has no wheels for CUDA {cuda} (it is built for "
+                    f"{', '.join(indexes)}): change image.cuda or image.torch",
+                )
+            )
+        return problems
+
+    def slurm_options(self, launch: LaunchSpec) -> list[str]:
+        """One GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
+        gpus = launch.slurm.gpus_per_node
+        gpus = launch.slots if gpus is None else gpus
+        return [f"--gpus-per-node={gpus}"] if gpus else []
+
+    def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
+        return f"CUDA {torch['cuda']}" if torch.get("cuda") else None
+
+
+PLATFORM = Cuda()

@@ -1,0 +1,167 @@
+"""The rehearsal of launchers that reach the nodes over ssh (deepspeed, mpirun).
+
+Every node's container starts with the plan's own `docker run` (sshd is its
+main process); once sshd answers on every node, ssh from the first node to
+each must come back with the node's name; then the plan's launcher command
+runs in the first node's container and pdsh (or mpirun) reaches the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import TYPE_CHECKING
+
+from builder.launch.runtimes import ContainerStart
+from builder.rehearse.report import MARK
+from builder.rehearse.session import tail
+from builder.rehearse.staging import on_node
+
+if TYPE_CHECKING:
+    from builder.launch.plan import LaunchPlan
+    from builder.rehearse.session import Node, Session
+    from builder.rehearse.staging import Workload
+
+SSHD_WAIT = 30.0
+FIND_PROCESS = """
+import base64, os, sys
+script = base64.b64decode(sys.argv[1])
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\\0")
+    except OSError:
+        continue
+    # `python [-flags] SCRIPT ...`: a rank (not a launcher that names the script)
+    if script in argv and os.path.basename(argv[0]).startswith(b"python"):
+        before = argv[1 : argv.index(script)]
+        if all(a.startswith(b"-") and a not in (b"-m", b"-c") for a in before):
+            sys.exit(0)
+sys.exit(1)
+"""
+
+
+class OverSsh:
+    """Containers with sshd on every node, the ssh mesh, the launcher on the first."""
+
+    def __init__(self, session: Session, workload: Workload, plan: LaunchPlan) -> None:
+        self.session = session
+        self.workload = workload
+        self.plan = plan
+
+    def up(self) -> None:
+        """Start every node's container and wait until the ssh mesh answers."""
+        session = self.session
+        starts = self.plan.of_role("start")
+        for node, step in zip(session.nodes, starts, strict=True):
+            action = on_node(step.action, node, session, self.workload.spec)
+            assert isinstance(action, ContainerStart)
+            session.start(node, action)
+        session.phase("containers up")
+        if session.outcome.ok:
+            self._wait_for_sshd()
+            session.phase("sshd ready")
+
+    def job(self) -> None:
+        """The mesh from the first node, then the plan's launcher command."""
+        self._ssh_mesh()
+        if self.session.outcome.ok:
+            self._launch()
+
+    def _wait_for_sshd(self) -> None:
+        session = self.session
+        deadline = time.monotonic() + SSHD_WAIT
+        waiting = list(session.nodes)
+        while waiting:
+            for node in list(waiting):
+                state = session.state(node)
+                if state != "running":
+                    waiting.remove(node)
+                    session.node_fault(node, f"its container stopped ({state}) before sshd was up")
+                elif session.engine.exec(node.container, ["test", "-e", "/run/sshd.pid"])[0] == 0:
+                    waiting.remove(node)
+            if waiting and time.monotonic() > deadline:
+                for node in waiting:
+                    session.node_fault(node, f"sshd did not start within {SSHD_WAIT:.0f} s")
+                break
+            if waiting:
+                time.sleep(0.1)
+
+    def _ssh_mesh(self) -> None:
+        """From the first node, an ssh command to every node answers with its name."""
+        session = self.session
+        first = session.nodes[0]
+        port = self.workload.spec.image.ssh.port
+        for node in session.nodes:
+            state = session.state(node)
+            if state != "running":
+                session.node_fault(node, f"its container stopped ({state}): sshd is gone")
+                continue
+            code, out = session.engine.exec(
+                first.container, ["ssh", "-o", "ConnectTimeout=10", node.name, "hostname"]
+            )
+            if code != 0 or out.strip() != node.name:
+                session.node_fault(
+                    node,
+                    f"ssh from {first.name} to {node.name} (port {port}) failed "
+                    f"(exit {code}): {out.strip()[-500:]}",
+                )
+        session.phase("ssh mesh ready")
+
+    def _launch(self) -> None:
+        """The plan's launcher command (docker exec on the first node)."""
+        session = self.session
+        (step,) = self.plan.of_role("launch")
+        first = session.nodes[0]
+        argv = on_node(step.action, first, session, self.workload.spec).argv()
+        session.say(f"job: {self.plan.launcher} on {first.name}")
+        code, output = session.engine.cli(argv, session.timeout, self._show)
+        session.phase("job")
+        if code is None:
+            hung = self._still_running()
+            script = self.workload.spec.launch.script
+            for node in hung:
+                what = f"still running {script} after {session.timeout:.0f} s"
+                session.fault(node.name, what, node_lines(output, node.name))
+            if not hung:
+                session.fault(
+                    None, f"the job did not finish within {session.timeout:.0f} s", tail(output)
+                )
+        elif code != 0:
+            failed = pdsh_failures(output)
+            for name, node_code in failed:
+                session.fault(
+                    name, f"its ranks exited with code {node_code}", node_lines(output, name)
+                )
+            if not failed:
+                session.fault(None, f"the launcher exited with code {code}", tail(output))
+        session.judge(output, self.workload.expected)
+
+    def _show(self, line: str) -> None:
+        """A launcher's output line, live; the probe's reports make the table instead."""
+        if MARK not in line:
+            self.session.say("  " + line)
+
+    def _still_running(self) -> list[Node]:
+        """Nodes where a rank still runs the job's script."""
+        session = self.session
+        # the script's path goes in base64, so this search does not find itself
+        wanted = base64.b64encode(self.workload.spec.launch.script.encode()).decode()
+        return [
+            node
+            for node in session.nodes
+            if session.state(node) == "running"
+            and session.engine.exec(node.container, ["python3", "-c", FIND_PROCESS, wanted])[0] == 0
+        ]
+
+
+def pdsh_failures(output: str) -> list[tuple[str, int]]:
+    """pdsh's `pdsh@host: NODE: ssh exited with exit code N` lines: (node, code)."""
+    found = re.findall(r"pdsh@\S+: (\S+): ssh exited with exit code (\d+)", output)
+    return [(name, int(code)) for name, code in found]
+
+
+def node_lines(output: str, node: str) -> str:
+    """The output lines pdsh marked as node's."""
+    return tail("\n".join(line for line in output.splitlines() if line.startswith(f"{node}: ")))

@@ -1,0 +1,121 @@
+"""What a rehearsal changes in a stack's run to play it on one machine, all in one place.
+
+The spec the plan is made from (``rehearsal_spec``): nodes node1..nodeN, the
+docker runtime, the first node as master, the probe (or the user's script,
+its folder mounted read-only) and the variables the platform's stand-in
+needs (DS_ACCELERATOR=cpu: no GPU here). The plan's own actions then run
+with three changes (``on_node``): host networking becomes the session's
+network, where each container is named after the session and known by its
+node's hostname; the platform's device flags become its stand-in's; every
+container carries the session's label, for teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder import platforms
+from builder.cluster.dsenv import dsenv_for
+from builder.contract import CLUSTER_DIR, DSENV
+from builder.launch import launchers
+from builder.launch.bundle import write_bundle
+from builder.launch.runtimes import ContainerExec, ContainerStart
+from builder.payload import payload_path
+from builder.rehearse.report import Expected
+from builder.spec.records import Mount
+
+if TYPE_CHECKING:
+    from builder.launch.runtimes import Action
+    from builder.rehearse.session import Node, Session
+    from builder.spec.records import Spec
+
+PROBE = "probe.py"
+# Reaches each rank through the launcher's own channel, with what quoting breaks on.
+PROBE_VALUE = "a b $HOME 'q' \"dq\" ;|&%h ✓"
+DSENV_VALUE = "only in .deepspeed_env: $x %n 'y'"
+USER_SCRIPTS = "/opt/builder-rehearsal"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the nodes run: the spec the plan is made from, and what the probe expects
+    (None: the user's own script, judged by its exit codes only)."""
+
+    spec: Spec
+    expected: Expected | None
+
+
+def workload_of(
+    spec: Spec, session: Session, launcher: str, script: str | None, args: tuple[str, ...]
+) -> Workload:
+    """What the session's nodes run for spec."""
+    launch = spec.launch
+    env = dict(launch.env)
+    mounts = list(launch.mounts)
+    probe = script is None
+    if script is None:
+        script, args = f"{CLUSTER_DIR}/{PROBE}", ()
+        env["BUILDER_PROBE_VALUE"] = PROBE_VALUE
+    elif Path(script).is_file():  # a script on this machine: mount its folder
+        local = Path(script).resolve()
+        mounts.append(Mount(str(local.parent), USER_SCRIPTS, read_only=True))
+        script = f"{USER_SCRIPTS}/{local.name}"
+    for key, value in platforms.get(spec.image.accelerator).rehearsal_env:
+        env.setdefault(key, value)
+    names = tuple(node.name for node in session.nodes)
+    launch = replace(
+        launch,
+        launcher=launcher,
+        runtime="docker",
+        nodes=names,
+        master_addr=None,
+        mounts=tuple(mounts),
+        env=env,
+        script=script,
+        args=args,
+    )
+    staged = replace(spec, launch=launch)
+    if not probe:
+        return Workload(staged, None)
+    expected_env = platforms.run_environment(staged)
+    if launchers.get(launcher).reads_dsenv:
+        expected_env["BUILDER_PROBE_DSENV"] = DSENV_VALUE
+    return Workload(
+        staged, Expected(nodes=names, slots=launch.slots, master=names[0], env=expected_env)
+    )
+
+
+def write_workload(workload: Workload, session: Session, image: str) -> list[Path]:
+    """The bundle `builder bundle` writes, a value only .deepspeed_env carries (as
+    `builder dsenv --set` adds one), and the probe with what it expects."""
+    written = write_bundle(workload.spec, session.folder, image=image, force=True)
+    extra = {"BUILDER_PROBE_DSENV": DSENV_VALUE}
+    (session.folder / DSENV).write_text(dsenv_for(workload.spec, extra, None))
+    if workload.expected is not None:
+        shutil.copyfile(payload_path(PROBE), session.folder / PROBE)
+        settings = {"env": workload.expected.env, "timeout": session.timeout}
+        (session.folder / "probe.json").write_text(json.dumps(settings))
+    return written
+
+
+def on_node(action: Action, node: Node, session: Session, spec: Spec) -> Action:
+    """A plan action as the rehearsal runs it for node on this machine."""
+    if isinstance(action, ContainerStart):
+        stand_in = platforms.get(platforms.get(spec.image.accelerator).stand_in)
+        return replace(
+            action,
+            name=node.container,
+            network=session.network,
+            hostname=node.name,
+            aliases=(node.name,),
+            flags=stand_in.docker_flags,
+            fabric=(),
+            labels=(session.label,),
+        )
+    if isinstance(action, ContainerExec):
+        return replace(action, container=node.container)
+    raise TypeError(f"a rehearsal runs docker actions, not {type(action).__name__}")

@@ -1,0 +1,105 @@
+"""The rehearsal of launchers that every node runs (torchrun, c10d rendezvous).
+
+Each node's container runs the plan's own `docker run ... torchrun ...`; the
+rehearsal waits for all of them. Once a node fails, the others get a short
+grace and are then judged: torchrun agents whose own ranks succeeded can
+wait minutes at their exit barrier for a peer that is gone. The fault goes
+to the node torchrun names as the root cause.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+from builder.launch.runtimes import ContainerStart
+from builder.rehearse.session import tail
+from builder.rehearse.staging import on_node
+
+if TYPE_CHECKING:
+    from builder.launch.plan import LaunchPlan
+    from builder.rehearse.session import Session
+    from builder.rehearse.staging import Workload
+
+FAILURE_GRACE = 10.0
+# torchrun's error summary: "Root Cause (first observed failure): ... host : node2
+# ... rank : 2 (local_rank: 0) ... exitcode : 3"
+ROOT_CAUSE = re.compile(
+    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+)
+
+
+class EveryNode:
+    """The same command in every node's container; wait for all, judge each."""
+
+    def __init__(self, session: Session, workload: Workload, plan: LaunchPlan) -> None:
+        self.session = session
+        self.workload = workload
+        self.plan = plan
+
+    def up(self) -> None:
+        """Start every node's container: its command is the job, which starts with it."""
+        session = self.session
+        for node, step in zip(session.nodes, self.plan.of_role("run"), strict=True):
+            action = on_node(step.action, node, session, self.workload.spec)
+            assert isinstance(action, ContainerStart)
+            session.start(node, action)
+        session.phase("containers up")
+
+    def job(self) -> None:
+        session = self.session
+        codes = self._wait_all()
+        session.phase("job")
+        output = ""  # the ranks' reports: stdout only, where stderr cannot cut into a line
+        failed = any(code not in (None, 0) for code in codes.values())
+        for node in session.nodes:
+            output += session.engine.logs(node.container, stderr=False)
+            logs = session.engine.logs(node.container)
+            code = codes[node.name]
+            if code is None and not failed:
+                session.node_fault(node, f"still running after {session.timeout:.0f} s", logs)
+            elif code:
+                cause = ROOT_CAUSE.search(logs)
+                if cause:
+                    host, rank, exit_code = cause.groups()
+                    what = f"rank {rank} exited with code {exit_code} (torchrun's root cause)"
+                    session.fault(host, what, rank_lines(logs))
+                else:
+                    session.fault(node.name, f"torchrun exited with code {code}", rank_lines(logs))
+        session.judge(output, self.workload.expected)
+
+    def _wait_all(self) -> dict[str, int | None]:
+        """Each node's exit code; None for those still running at the end."""
+        session = self.session
+        deadline = time.monotonic() + session.timeout
+        codes: dict[str, int | None] = {node.name: None for node in session.nodes}
+        first_failure: float | None = None
+        while True:
+            for node in session.nodes:
+                if codes[node.name] is None:
+                    codes[node.name] = session.engine.exit_code(node.container)
+            now = time.monotonic()
+            if first_failure is None and any(codes.values()):
+                first_failure = now
+                session.say(f"a node failed; the others get {FAILURE_GRACE:.0f} s to stop")
+            if all(code is not None for code in codes.values()) or now > deadline:
+                return codes
+            if first_failure is not None and now > first_failure + FAILURE_GRACE:
+                return codes
+            time.sleep(0.2)
+
+
+def rank_lines(logs: str) -> str:
+    """A torchrun node's log tail without the agent's own traceback, which would
+    push the ranks' output (and their tracebacks) out of view."""
+    lines = logs.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("Traceback") and "bin/torchrun" in "".join(lines[start + 1 : start + 2]):
+            end = next(
+                (i for i in range(start, len(lines)) if lines[i].startswith("torch.distributed")),
+                start,
+            )
+            lines[start : end + 1] = []
+            break
+    return tail("\n".join(lines), 25)

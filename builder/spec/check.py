@@ -1,0 +1,72 @@
+"""The rules across fields of a spec: what cannot work together.
+
+Each platform and launcher checks what only it knows (a torch version the
+CUDA wheel index lacks, gaudi_spawn's fixed port); what they share is here:
+a key of another platform, a base image of another platform's family, an
+unknown OS, a Python the OS does not ship, pdsh without ssh. Every problem
+is reported with its field path, all at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from builder import platforms
+from builder.launch import launchers
+from builder.platforms.base import OSES
+
+if TYPE_CHECKING:
+    from builder.spec.records import ImageSpec, LaunchSpec, Spec
+
+Problems = list[tuple[str, str]]
+
+
+def check_spec(spec: Spec) -> Problems:
+    """Combinations that cannot work, as (field path, what to do) pairs."""
+    return check_image(spec.image) + launcher_problems(spec.image, spec.launch)
+
+
+def check_image(image: ImageSpec) -> Problems:
+    platform = platforms.get(image.accelerator)
+    problems: Problems = []
+    for key in image.versions:
+        owner = platforms.owner(key)
+        if owner is not platform:
+            problems.append(
+                (
+                    f"image.{key}",
+                    f"{key} is only for accelerator: {owner.name} (this is {platform.name})",
+                )
+            )
+    if image.base:
+        for other in platforms.every():
+            if other is not platform and other.base_family and other.base_family.search(image.base):
+                problems.append(
+                    (
+                        "image.base",
+                        f"{image.base!r} is a {other.name} image but accelerator is "
+                        f"{platform.name}; use a {platform.name} base or leave base unset",
+                    )
+                )
+    if image.os and image.os not in OSES:
+        problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}"))
+    problems += platform.problems(image)
+    os_name = platform.os_of(image)
+    if image.python and os_name in OSES and OSES[os_name].python != image.python:
+        problems.append(
+            (
+                "image.python",
+                f"{os_name} ships Python {OSES[os_name].python}, not {image.python}; "
+                f"set python to {OSES[os_name].python!r} or choose another base/os",
+            )
+        )
+    if image.pdsh and not image.ssh.enabled:
+        problems.append(
+            ("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh")
+        )
+    return problems
+
+
+def launcher_problems(image: ImageSpec, launch: LaunchSpec) -> Problems:
+    """What the launcher needs from the image (also checked for --launcher overrides)."""
+    return launchers.get(launch.launcher).problems(image, launch)
