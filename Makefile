@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-PRESETS = $(shell $(BIN)/python -c "from builder.presets import preset_names; print(' '.join(preset_names()))")
+PRESETS = $(shell $(BIN)/python -c "from builder.spec.presets import preset_names; print(' '.join(preset_names()))")
 
 .DEFAULT_GOAL := help
 .PHONY: help install tools engine conformance demo test test-unit test-integration lint render bench clean

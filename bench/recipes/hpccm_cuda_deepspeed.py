@@ -10,7 +10,7 @@ building blocks, so that the two whole processes do the same job: three stages
 torch from the CUDA wheel index, DeepSpeed with its ops left to JIT, the
 rootfs/ files (sshd_config, ssh_config, entrypoint), environment, labels,
 workdir, port, entrypoint and command. Keep the values below in step with
-builder/presets/cuda-deepspeed.yaml; cli_latency.py reports any drift.
+builder/spec/presets/cuda-deepspeed.yaml; cli_latency.py reports any drift.
 
     hpccm --recipe bench/recipes/hpccm_cuda_deepspeed.py --format docker
 """
