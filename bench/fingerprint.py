@@ -43,7 +43,7 @@ def timed(action: Callable[[], object], runs: int) -> float:
 
 def measure(args: argparse.Namespace, _scratch: Path) -> None:
     from builder.engine import connect
-    from builder.fingerprint import of_container, of_image
+    from builder.fingerprint.sources import of_container, of_image
 
     engine = connect()
     name = f"bench-fingerprint-{uuid.uuid4().hex[:8]}"

@@ -22,8 +22,10 @@ from builder.cli import app
 from builder.contract import LABEL_PREFIX
 from builder.engine.build import build_image
 from builder.errors import BuildError
-from builder.fingerprint import differences, of_container, of_image
-from builder.lock import lock_path, with_lock
+from builder.fingerprint.compare import differences
+from builder.fingerprint.sources import of_container, of_image
+from builder.lock.apply import with_lock
+from builder.lock.file import lock_path
 from builder.spec.loader import load_spec
 from tests.integration.conftest import CA_BUNDLE, IMAGE, run_between
 

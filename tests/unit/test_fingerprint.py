@@ -8,8 +8,8 @@ import subprocess
 import sys
 from typing import Any
 
-from builder.fingerprint import Fingerprint, difference_table, differences, parse_collected
-from builder.fingerprint.compare import PARTIAL
+from builder.fingerprint.compare import PARTIAL, difference_table, differences
+from builder.fingerprint.record import Fingerprint, parse_collected
 from builder.payload import payload_text
 
 

@@ -12,7 +12,8 @@ from builder.errors import UsageError
 from builder.image.inputs import BuildInputs
 from builder.image.recipe import image_recipe
 from builder.image.render import render_dockerfile
-from builder.lock import Base, Lock, check_lock, lock_path, read_lock
+from builder.lock.apply import check_lock
+from builder.lock.file import Base, Lock, lock_path, read_lock
 from builder.payload import payload_path
 from builder.spec.loader import load_preset
 
