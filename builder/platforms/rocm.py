@@ -1,0 +1,164 @@
+"""AMD ROCm: rocm/dev-ubuntu bases (hipcc for DeepSpeed's just-in-time ops), torch from
+PyTorch's ROCm wheel indexes, RCCL (which reads the NCCL_* variables).
+
+Sources, as published (none of it was run on ROCm hardware here):
+- wheel indexes per torch release: PyTorch's RELEASE.md compatibility matrix and
+  .github/scripts/generate_binary_build_matrix.py (ROCM_ARCHES of each release;
+  the index is ``rocm`` + that string verbatim: rocm6.2.4, but rocm6.3);
+- bases: ROCm/ROCm-docker's dev/Dockerfile-ubuntu-22.04 and -24.04 (root,
+  ROCm under /opt/rocm, Ubuntu's python3), tags as AMD's docs use them;
+- container flags: AMD's "Running ROCm Docker containers" (/dev/kfd, /dev/dri,
+  seccomp=unconfined) and its ML container pages (video group, host IPC);
+- Apptainer: ``--rocm`` (Apptainer's GPU guide, "AMD GPUs & ROCm");
+- HSA_FORCE_FINE_GRAIN_PCIE=1: RCCL's usage tips, for peer-to-peer on PCIe (RCCL
+  warns without it). DeepSpeed forwards NCCL_* to the other nodes, not HSA_*, so
+  it travels in .deepspeed_env with the rest of the run's environment;
+- Slurm: AMD GPUs are GRES gpu like NVIDIA's (AutoDetect=rsmi): --gpus-per-node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from builder.model import Extra
+from builder.platforms.base import (
+    TORCH_INDEX_ROOT,
+    VERSION_PATTERN,
+    Platform,
+    Problems,
+    minor_of,
+    version_key,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from builder.spec.records import ImageSpec, LaunchSpec
+
+# torch minor -> ROCm wheel indexes on download.pytorch.org that carry it.
+TORCH_ROCM_INDEXES: dict[str, tuple[str, ...]] = {
+    "2.2": ("rocm5.6", "rocm5.7"),
+    "2.3": ("rocm5.7", "rocm6.0"),
+    "2.4": ("rocm6.1",),
+    "2.5": ("rocm6.1", "rocm6.2"),
+    "2.6": ("rocm6.1", "rocm6.2.4"),
+    "2.7": ("rocm6.2.4", "rocm6.3"),
+    "2.8": ("rocm6.3", "rocm6.4"),
+    "2.9": ("rocm6.3", "rocm6.4"),
+    "2.10": ("rocm7.0", "rocm7.1"),
+    "2.11": ("rocm7.1", "rocm7.2"),
+    "2.12": ("rocm7.1", "rocm7.2"),
+    "2.13": ("rocm7.1", "rocm7.2"),
+    "2.14": ("rocm7.2", "rocm7.14"),
+}
+
+# rocm/dev-ubuntu-XX.04:TAG images AMD's docs and its Dockerfiles use (Docker Hub
+# itself cannot be listed from here; name another with image.base).
+ROCM_DEV_TAGS: dict[str, tuple[str, ...]] = {
+    "6.2.4": ("ubuntu22.04",),
+    "6.3.4": ("ubuntu22.04",),
+    "6.4.1": ("ubuntu22.04", "ubuntu24.04"),
+    "7.2": ("ubuntu22.04", "ubuntu24.04"),
+}
+DEFAULT_ROCM = "7.2"
+DEFAULT_OS = "ubuntu22.04"
+
+
+def torch_rocm_index(torch: str, rocm: str) -> str | None:
+    """The ROCm wheel index for torch on a ROCm base: the newest whose ROCm (major.minor)
+    is the base's or older within its major, so DeepSpeed's ops, built by the base's
+    hipcc, match the HIP that torch was built with."""
+    base = version_key(rocm)[:2]
+    fitting = [
+        index
+        for index in TORCH_ROCM_INDEXES.get(minor_of(torch), ())
+        if version_key(index)[0] == base[0] and version_key(index)[:2] <= base
+    ]
+    return max(fitting, key=version_key, default=None)
+
+
+def _os_tag(os_name: str) -> str:
+    """ubuntu22.04 -> ubuntu-22.04, as the rocm/dev images are named."""
+    return re.sub(r"^ubuntu", "ubuntu-", os_name)
+
+
+class Rocm(Platform):
+    """AMD Instinct and Radeon GPUs."""
+
+    name = "rocm"
+    version_keys = (
+        Extra("rocm", "ROCm release of the base (rocm only), e.g. 7.2.", VERSION_PATTERN),
+    )
+    base_family = re.compile(r"(^|/)rocm/|rocm", re.IGNORECASE)
+    default_os = DEFAULT_OS
+    docker_flags = (
+        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+        "--security-opt", "seccomp=unconfined", "--ipc", "host",
+    )  # fmt: skip
+    apptainer_flags = ("--rocm",)
+    rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+
+    def default_base(self, image: ImageSpec) -> str:
+        rocm = image.versions.get("rocm", DEFAULT_ROCM)
+        return f"rocm/dev-{_os_tag(image.os or DEFAULT_OS)}:{rocm}"
+
+    def torch_index(self, image: ImageSpec) -> str | None:
+        if image.torch_index:
+            return image.torch_index
+        rocm = image.versions.get("rocm", DEFAULT_ROCM)
+        return f"{TORCH_INDEX_ROOT}/{torch_rocm_index(image.torch or '', rocm)}"
+
+    def problems(self, image: ImageSpec) -> Problems:
+        problems: Problems = []
+        rocm = image.versions.get("rocm", DEFAULT_ROCM)
+        if image.base is None:
+            oses = ROCM_DEV_TAGS.get(rocm)
+            if oses is None:
+                problems.append(
+                    (
+                        "image.rocm",
+                        f"builder knows no rocm/dev image for ROCm {rocm}; use one of "
+                        f"{', '.join(ROCM_DEV_TAGS)} or set image.base",
+                    )
+                )
+            elif (image.os or DEFAULT_OS) not in oses:
+                problems.append(("image.os", f"rocm/dev {rocm} exists for {', '.join(oses)}"))
+        if image.torch is None:
+            return [*problems, *super().problems(image)]
+        if image.torch_index is not None:
+            return problems  # a user-chosen index: we cannot know what it carries
+        indexes = TORCH_ROCM_INDEXES.get(minor_of(image.torch))
+        if indexes is None:
+            problems.append(
+                (
+                    "image.torch",
+                    f"torch {image.torch} is not in builder's ROCm wheel table "
+                    f"({', '.join(TORCH_ROCM_INDEXES)}); pick one of those or set "
+                    "image.torch_index to the index that has it",
+                )
+            )
+        elif torch_rocm_index(image.torch, rocm) is None:
+            problems.append(
+                (
+                    "image.torch",
+                    f"torch {image.torch} has no wheels for ROCm {rocm} (it is built for "
+                    f"{', '.join(indexes)}): change image.rocm or image.torch",
+                )
+            )
+        return problems
+
+    def slurm_options(self, launch: LaunchSpec) -> list[str]:
+        """One GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
+        gpus = launch.slurm.gpus_per_node
+        gpus = launch.slots if gpus is None else gpus
+        return [f"--gpus-per-node={gpus}"] if gpus else []
+
+    def run_env(self) -> dict[str, str]:
+        return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}
+
+    def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
+        return f"ROCm {torch['hip']}" if torch.get("hip") else None
+
+
+PLATFORM = Rocm()
