@@ -70,6 +70,9 @@ Stage0 += comment(
 
 # ---- system: OS packages shared by the build and the final image
 Stage0 += baseimage(image=BASE, _as="system", _distro=DISTRO)
+# the stage's own cache key, as builder writes it (over the base and the packages)
+STAGE_KEY = hashlib.sha256(json.dumps([BASE, APT]).encode()).hexdigest()[:16]
+Stage0 += label(metadata={"io.github.builder.system-stage": _quoted(STAGE_KEY)})
 Stage0 += raw(docker='SHELL ["/bin/bash", "-o", "pipefail", "-c"]')
 Stage0 += comment("OS packages")
 # The packages block has no post-install hook: extend its one RUN, so the host

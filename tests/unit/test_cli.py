@@ -212,3 +212,44 @@ def test_hostfile_errors_write_nothing(args: list[str], message: str, tmp_path: 
     assert code == 2
     assert message in err
     assert not (tmp_path / "hostfile").exists()
+
+
+def test_every_command_is_loaded_from_the_module_the_table_names() -> None:
+    """The lazy group's table and the modules agree: in a fresh interpreter, each module
+    registers exactly the commands COMMANDS gives it, and --help lists them in order."""
+    from builder.cli.app import COMMANDS
+
+    code = (
+        "import importlib, json\n"
+        "from builder.cli.app import COMMANDS, app\n"
+        "found = {}\n"
+        "for module in sorted(set(COMMANDS.values())):\n"
+        "    before = len(app.registered_commands)\n"
+        "    importlib.import_module(f'builder.cli.{module}')\n"
+        "    for info in app.registered_commands[before:]:\n"
+        "        found[info.callback.__name__] = module\n"
+        "print(json.dumps(found))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
+    )
+    assert json.loads(result.stdout) == COMMANDS
+    code_, out, _ = run("--help")
+    assert code_ == 0
+    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line]
+    assert listed == list(COMMANDS)
+
+
+def test_render_loads_neither_the_engine_nor_the_rehearsal() -> None:
+    code = (
+        "import sys; sys.argv = ['builder', 'render', '--preset', 'cpu-deepspeed']\n"
+        "from builder.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "loaded = [m for m in ('docker', 'builder.engine.docker', 'builder.rehearse',"
+        " 'builder.fingerprint.sources', 'builder.lint') if m in sys.modules]\n"
+        "print('LOADED', loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
+    )
+    assert "LOADED []" in result.stdout
