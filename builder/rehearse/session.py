@@ -144,9 +144,11 @@ class Session:
                 f"and `docker network rm {self.network}`"
             )
             return
-        self.engine.remove_labelled(*self.label)
-        self.engine.remove_network(self.network)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        try:
+            self.engine.remove_labelled(*self.label)
+            self.engine.remove_network(self.network)
+        finally:  # the bundle holds the cluster's private key: it goes whatever happened
+            shutil.rmtree(self.folder, ignore_errors=True)
         self.phase("teardown")
 
 
