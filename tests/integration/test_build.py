@@ -79,6 +79,20 @@ def test_inspect_reports_the_spec(cpu_image: BuildResult) -> None:
     assert "1.5 GB" in result.stdout or "GB" in result.stdout
 
 
+def test_a_missing_image_or_container_is_not_a_failed_build(engine: Engine) -> None:
+    """Exit 14 (NotInEngine), not 11: nothing was built, the name points at nothing."""
+    runner = CliRunner()
+    for args in (
+        ["inspect", "builder-test/missing:tag"],
+        ["fingerprint", "builder-test/missing:tag"],
+        ["fingerprint", "--container", "builder-test-no-such-container"],
+        ["diff", "builder-test/missing:tag", "builder-test/missing:other"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 14, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
 # A real PEM key: header, a base64 body, the matching footer. (ssh-keygen and
 # libssl carry the header strings themselves, with no key between them.)
 PRIVATE = re.compile(

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -76,6 +77,19 @@ def test_slurm_runs_the_generated_script_to_completed() -> None:
     assert outcome.ok, [fault.text() for fault in outcome.faults]
     assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))
     assert "slurm ready" in [name for name, _ in outcome.phases]
+
+
+@pytest.mark.usefixtures("clean")
+@pytest.mark.parametrize("preset", ["cuda-deepspeed", "rocm-deepspeed"])
+def test_a_gpu_stacks_plan_rehearses_on_the_cpu(engine: DockerEngine, preset: str) -> None:
+    """The plan of a GPU stack, its device flags swapped for the CPU's and
+    DS_ACCELERATOR=cpu added, runs on this machine: every other flag, the run's
+    environment (the platform's advice included) and the launcher as emitted."""
+    spec = load_preset(preset).spec
+    spec = replace(spec, launch=replace(spec.launch, slots=SLOTS))
+    outcome = rehearse(spec, image=IMAGE, engine=engine, nodes=2, launcher="torchrun")
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))
 
 
 def in_node(name: str, command: list[str]) -> Callable[[Rehearsal], None]:

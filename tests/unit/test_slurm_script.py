@@ -101,3 +101,17 @@ def test_cli(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["slurm", "--preset", "cuda-torchrun", "-o", str(target)])
     assert result.exit_code == 0, result.stderr
     assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=cuda-torchrun\n")
+
+
+def test_a_mount_path_with_a_colon_is_refused_in_every_runtime() -> None:
+    """The batch task's binds come from the plan's runtimes, with their check."""
+    from dataclasses import replace
+
+    from builder.errors import UsageError
+    from builder.spec.records import Mount
+
+    spec = load_preset("cuda-torchrun").spec
+    spec = replace(spec, launch=replace(spec.launch, mounts=(Mount("/data:x", "/data"),)))
+    for runtime in ("docker", "apptainer", "singularity"):
+        with pytest.raises(UsageError, match="holds ':'"):
+            sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime=runtime)
