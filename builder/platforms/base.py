@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec
@@ -81,6 +81,8 @@ class Platform:
     docker_flags: ClassVar[tuple[str, ...]] = ("--ipc", "host")
     """`docker run` flags a training container needs (host networking comes from the plan)."""
     apptainer_flags: ClassVar[tuple[str, ...]] = ()
+    gpus_per_slot: ClassVar[bool] = False
+    """Slurm gets a GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
     stand_in: ClassVar[str] = "cpu"
     """The platform a rehearsal runs instead, on a machine without this hardware."""
     rehearsal_env: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -152,6 +154,8 @@ class Platform:
     def slurm_options(self, launch: LaunchSpec) -> list[str]:
         """#SBATCH resource options (beyond nodes and tasks) for launch."""
         gpus = launch.slurm.gpus_per_node
+        if gpus is None and self.gpus_per_slot:
+            gpus = launch.slots
         return [f"--gpus-per-node={gpus}"] if gpus else []
 
     def run_env(self) -> dict[str, str]:
@@ -166,6 +170,41 @@ class Platform:
     def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
         """How a fingerprint's torch build reads when it is this platform's, else None."""
         return None
+
+
+def wheel_problems(
+    image: ImageSpec,
+    *,
+    key: str,
+    toolkit: str,
+    table: Mapping[str, tuple[str, ...]],
+    choose: Callable[[str, str], str | None],
+    kind: str,
+) -> Problems:
+    """image.torch against a platform's wheel table (torch minor -> indexes): a release the
+    table has, with an index that fits the base's toolkit (image.<key>). A user-chosen
+    index is the user's to know."""
+    if image.torch is None or image.torch_index is not None:
+        return []
+    indexes = table.get(minor_of(image.torch))
+    if indexes is None:
+        return [
+            (
+                "image.torch",
+                f"torch {image.torch} is not in builder's {kind} wheel table "
+                f"({', '.join(table)}); pick one of those or set "
+                "image.torch_index to the index that has it",
+            )
+        ]
+    if choose(image.torch, toolkit) is None:
+        return [
+            (
+                "image.torch",
+                f"torch {image.torch} has no wheels for {kind} {toolkit} (it is built for "
+                f"{', '.join(indexes)}): change image.{key} or image.torch",
+            )
+        ]
+    return []
 
 
 def minor_of(version: str) -> str:

@@ -17,12 +17,13 @@ from builder.platforms.base import (
     Platform,
     Problems,
     minor_of,
+    wheel_problems,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec.records import ImageSpec, LaunchSpec
+    from builder.spec.records import ImageSpec
 
 # torch minor -> CUDA wheel indexes on download.pytorch.org that carry it
 # (PyTorch's previous-versions page and RELEASE.md compatibility matrix).
@@ -87,6 +88,7 @@ class Cuda(Platform):
         "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
     )  # fmt: skip
     apptainer_flags = ("--nv",)
+    gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
 
     def default_base(self, image: ImageSpec) -> str:
@@ -116,35 +118,10 @@ class Cuda(Platform):
                 problems.append(
                     ("image.os", f"nvidia/cuda {cuda}-cudnn-devel exists for {', '.join(oses)}")
                 )
-        if image.torch is None:
-            return [*problems, *super().problems(image)]
-        if image.torch_index is not None:
-            return problems  # a user-chosen index: we cannot know what it carries
-        indexes = TORCH_CUDA_INDEXES.get(minor_of(image.torch))
-        if indexes is None:
-            problems.append(
-                (
-                    "image.torch",
-                    f"torch {image.torch} is not in builder's CUDA wheel table "
-                    f"({', '.join(TORCH_CUDA_INDEXES)}); pick one of those or set "
-                    "image.torch_index to the index that has it",
-                )
-            )
-        elif torch_cuda_index(image.torch, cuda) is None:
-            problems.append(
-                (
-                    "image.torch",
-                    f"torch {image.torch} has no wheels for CUDA {cuda} (it is built for "
-                    f"{', '.join(indexes)}): change image.cuda or image.torch",
-                )
-            )
-        return problems
-
-    def slurm_options(self, launch: LaunchSpec) -> list[str]:
-        """One GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
-        gpus = launch.slurm.gpus_per_node
-        gpus = launch.slots if gpus is None else gpus
-        return [f"--gpus-per-node={gpus}"] if gpus else []
+        return problems + super().problems(image) + wheel_problems(
+            image, key="cuda", toolkit=cuda, table=TORCH_CUDA_INDEXES, choose=torch_cuda_index,
+            kind="CUDA",
+        )  # fmt: skip
 
     def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
         return f"CUDA {torch['cuda']}" if torch.get("cuda") else None

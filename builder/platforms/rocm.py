@@ -29,12 +29,13 @@ from builder.platforms.base import (
     Problems,
     minor_of,
     version_key,
+    wheel_problems,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec.records import ImageSpec, LaunchSpec
+    from builder.spec.records import ImageSpec
 
 # torch minor -> ROCm wheel indexes on download.pytorch.org that carry it.
 TORCH_ROCM_INDEXES: dict[str, tuple[str, ...]] = {
@@ -97,6 +98,7 @@ class Rocm(Platform):
         "--security-opt", "seccomp=unconfined", "--ipc", "host",
     )  # fmt: skip
     apptainer_flags = ("--rocm",)
+    gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
 
     def default_base(self, image: ImageSpec) -> str:
@@ -124,35 +126,10 @@ class Rocm(Platform):
                 )
             elif (image.os or DEFAULT_OS) not in oses:
                 problems.append(("image.os", f"rocm/dev {rocm} exists for {', '.join(oses)}"))
-        if image.torch is None:
-            return [*problems, *super().problems(image)]
-        if image.torch_index is not None:
-            return problems  # a user-chosen index: we cannot know what it carries
-        indexes = TORCH_ROCM_INDEXES.get(minor_of(image.torch))
-        if indexes is None:
-            problems.append(
-                (
-                    "image.torch",
-                    f"torch {image.torch} is not in builder's ROCm wheel table "
-                    f"({', '.join(TORCH_ROCM_INDEXES)}); pick one of those or set "
-                    "image.torch_index to the index that has it",
-                )
-            )
-        elif torch_rocm_index(image.torch, rocm) is None:
-            problems.append(
-                (
-                    "image.torch",
-                    f"torch {image.torch} has no wheels for ROCm {rocm} (it is built for "
-                    f"{', '.join(indexes)}): change image.rocm or image.torch",
-                )
-            )
-        return problems
-
-    def slurm_options(self, launch: LaunchSpec) -> list[str]:
-        """One GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
-        gpus = launch.slurm.gpus_per_node
-        gpus = launch.slots if gpus is None else gpus
-        return [f"--gpus-per-node={gpus}"] if gpus else []
+        return problems + super().problems(image) + wheel_problems(
+            image, key="rocm", toolkit=rocm, table=TORCH_ROCM_INDEXES, choose=torch_rocm_index,
+            kind="ROCm",
+        )  # fmt: skip
 
     def run_env(self) -> dict[str, str]:
         return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}
