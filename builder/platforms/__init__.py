@@ -7,25 +7,21 @@ a preset). Modules are loaded when first asked for.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from builder.platforms.base import Platform
+from builder.plugins import load, plugin_modules
 
 if TYPE_CHECKING:
     from builder.model import Extra
     from builder.spec.records import Spec
 
-_NOT_PLATFORMS = frozenset({"base"})
-
 
 @cache
 def names() -> tuple[str, ...]:
-    """Every platform's name, sorted."""
-    found = (module.name for module in pkgutil.iter_modules(__path__))
-    return tuple(sorted(n for n in found if n not in _NOT_PLATFORMS and not n.startswith("_")))
+    """Every platform's name (its module's), sorted."""
+    return tuple(module.rsplit(".", 1)[1] for module in plugin_modules(__name__, __path__))
 
 
 @cache
@@ -33,9 +29,9 @@ def get(name: str) -> Platform:
     """The platform called name (a checked spec names only known ones)."""
     if name not in names():
         raise KeyError(name)
-    platform = importlib.import_module(f"{__name__}.{name}").PLATFORM
-    if not isinstance(platform, Platform) or platform.name != name:
-        raise TypeError(f"{__name__}.{name}.PLATFORM is not the {name} Platform")
+    platform = cast("Platform", load(f"{__name__}.{name}", "PLATFORM", Platform))
+    if platform.name != name:
+        raise TypeError(f"{__name__}.{name}.PLATFORM is named {platform.name!r}")
     return platform
 
 

@@ -6,38 +6,24 @@ A module here that defines ``LAUNCHER`` is a launcher, named by its
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from builder.launch.launchers.base import FromShell, LaunchContext, Launcher, LauncherCommand
 from builder.launch.launchers.deepspeed import deepspeed_argv
 from builder.launch.launchers.gaudi_spawn import gaudi_spawn_argv
 from builder.launch.launchers.mpirun import mpirun_argv
 from builder.launch.launchers.torchrun import torchrun_argv
+from builder.plugins import load, plugin_modules
 
 if TYPE_CHECKING:
     from builder.model import Extra
 
-_NOT_LAUNCHERS = frozenset({"base"})
-
-
-@cache
-def _modules() -> tuple[str, ...]:
-    found = (module.name for module in pkgutil.iter_modules(__path__))
-    return tuple(sorted(n for n in found if n not in _NOT_LAUNCHERS and not n.startswith("_")))
-
 
 @cache
 def _by_name() -> dict[str, Launcher]:
-    launchers: dict[str, Launcher] = {}
-    for module in _modules():
-        launcher = importlib.import_module(f"{__name__}.{module}").LAUNCHER
-        if not isinstance(launcher, Launcher):
-            raise TypeError(f"{__name__}.{module}.LAUNCHER is not a Launcher")
-        launchers[launcher.name] = launcher
-    return launchers
+    found = (load(module, "LAUNCHER", Launcher) for module in plugin_modules(__name__, __path__))
+    return {launcher.name: launcher for launcher in cast("list[Launcher]", list(found))}
 
 
 def names() -> tuple[str, ...]:

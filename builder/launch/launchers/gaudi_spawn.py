@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from builder.contract import DSENV, HOSTFILE
 from builder.errors import UsageError
-from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
+from builder.launch.launchers.base import LaunchContext, LauncherCommand, Problems
+from builder.launch.launchers.deepspeed import DeepSpeed
 from builder.model import Extra
 
 if TYPE_CHECKING:
@@ -47,14 +48,10 @@ def gaudi_spawn_argv(
     return [*argv, launch.script, *launch.args]
 
 
-class GaudiSpawn(Launcher):
+class GaudiSpawn(DeepSpeed):
+    """DeepSpeed's launcher behind optimum-habana's script: its needs, its reach."""
+
     name = "gaudi_spawn"
-    over_ssh = True
-    reaches_with = "pdsh"
-    needs_deepspeed = True
-    needs_pdsh = True
-    reads_dsenv = True
-    tools = ("sshd", "ssh", "pdsh", "deepspeed", "python")
     platforms = ("gaudi",)
     setting_keys = (
         Extra(
