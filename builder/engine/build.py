@@ -8,19 +8,21 @@ log is kept in memory and written to a file only when the build fails.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import tarfile
 import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from builder._version import __version__
 from builder.contract import DOCKERFILE_LABEL, VERSION_LABEL
 from builder.engine.docker import connect
 from builder.errors import BuildError, Interrupted
-from builder.image.context import DOCKERFILE, context_tar, docker_context
+from builder.image.context import DOCKERFILE, docker_context
 from builder.image.inputs import with_base
 from builder.image.recipe import image_recipe
 
@@ -283,3 +285,28 @@ def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError
         f"full log: {log}; no tag was moved.",
         created=run.created,
     )
+
+
+def context_tar(files: list[OutputFile]) -> IO[bytes]:
+    """The build context as a tar stream, normalised so unchanged inputs hit the cache.
+
+    Owner, group, names and mtimes are fixed and entries sorted, so the same
+    files always give the same bytes; large inputs (wheels) are streamed from
+    disk into a spooled file rather than held in memory.
+    """
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)  # noqa: SIM115 - returned open
+    with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in sorted({f.path: f for f in files}.values(), key=lambda f: f.path):
+            info = tarfile.TarInfo(f.path)
+            info.mode, info.uid, info.gid, info.mtime = f.mode, 0, 0, 0
+            info.uname = info.gname = ""
+            if f.source is not None:
+                info.size = f.source.stat().st_size
+                with f.source.open("rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                data = f.text.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    spool.seek(0)
+    return spool

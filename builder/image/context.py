@@ -1,16 +1,13 @@
 """The rendered outputs of a stack: build context (Dockerfile + every file it
 copies) and the Apptainer definition files, as in-memory file lists.
 
-Nothing here touches the disk; ``output.write_files`` does, and the engine
-streams the same list as a tar.
+Nothing here touches the disk; ``output.write_files`` does, and the build
+streams the same list to the engine as a tar (``engine.build.context_tar``).
 """
 
 from __future__ import annotations
 
-import io
-import tarfile
-import tempfile
-from typing import IO, TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal
 
 from builder.image.inputs import BuildInputs, with_base
 from builder.image.recipe import image_recipe
@@ -71,28 +68,3 @@ def primary_output(files: list[OutputFile], fmt: Format) -> OutputFile:
     if fmt == "docker":
         return next(f for f in files if f.path == DOCKERFILE)
     return next(f for f in files if f.path.endswith(".def") and DAEMON_SUFFIX not in f.path)
-
-
-def context_tar(files: list[OutputFile]) -> IO[bytes]:
-    """The build context as a tar stream, normalised so unchanged inputs hit the cache.
-
-    Owner, group, names and mtimes are fixed and entries sorted, so the same
-    files always give the same bytes; large inputs (wheels) are streamed from
-    disk into a spooled file rather than held in memory.
-    """
-    spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)  # noqa: SIM115 - returned open
-    with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for f in sorted({f.path: f for f in files}.values(), key=lambda f: f.path):
-            info = tarfile.TarInfo(f.path)
-            info.mode, info.uid, info.gid, info.mtime = f.mode, 0, 0, 0
-            info.uname = info.gname = ""
-            if f.source is not None:
-                info.size = f.source.stat().st_size
-                with f.source.open("rb") as handle:
-                    tar.addfile(info, handle)
-            else:
-                data = f.text.encode()
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    spool.seek(0)
-    return spool

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builder.engine.build import context_tar
 from builder.errors import SpecError, UsageError
-from builder.image.context import DOCKERFILE, context_tar, render_outputs
+from builder.image.context import DOCKERFILE, render_outputs
 from builder.image.inputs import load_inputs
 from builder.spec.loader import load_preset
 
