@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
@@ -111,6 +111,7 @@ safe = st.text(alphabet="abcXYZ019_@%+=:,./ -", min_size=1, max_size=12)
 def test_any_accepted_argument_arrives_unchanged(
     distributed_runner: Any, deepspeed_runner: Any, tmp_path_factory: Any, args: list[str]
 ) -> None:
+    assume(args[:1] != ["--"])  # refused: test_launchers.py shows the parser drops it
     spec = gaudi_spec(args=tuple(args))
     assert check_spec(spec) == []  # every such value is accepted ...
     tmp_path = tmp_path_factory.mktemp("gaudi")

@@ -8,11 +8,12 @@ import subprocess
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from builder.launch.launchers import deepspeed_argv, torchrun_argv
 from builder.launch.plan import launch_plan
+from builder.spec.check import launcher_problems
 from builder.spec.loader import load_preset
 
 ARGS = ("--config", "my conf.json", "--name", "it's $HOME; `x`", "--emoji", "✓", "--nl", "a\nb")
@@ -70,6 +71,38 @@ def test_the_planned_launcher_parses_too(deepspeed_runner: Any, torchrun_parser:
 
 
 arguments = st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\0")), max_size=5)
+dashes = st.lists(st.sampled_from(["--", "-", "--x", "-h", "x", "--help"]), max_size=3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(arguments, dashes))
+@example(["--"])
+@example(["--", "--x"])
+def test_accepted_arguments_reach_the_script_through_both_parsers(
+    deepspeed_runner: Any, torchrun_parser: Any, args: list[str]
+) -> None:
+    """What the spec accepts, the launcher's own parser gives the script unchanged; what
+    it would drop (a '--' first: argparse's REMAINDER eats it) the spec refuses."""
+    spec = load_preset("cpu-deepspeed").spec
+    launch = replace(launch_section(), args=tuple(args))
+    spec = replace(spec, launch=launch)
+    deepspeed = deepspeed_runner.parse_args(
+        deepspeed_argv(launch, hostfile="h", master_addr="n")[1:]
+    )
+    torchrun = torchrun_parser.parse_args(
+        torchrun_argv(launch, nnodes=2, master_addr="n", rdzv_id="j")[1:]
+    )
+    for name, arrived in (
+        ("deepspeed", deepspeed.user_args),
+        ("torchrun", torchrun.training_script_args),
+    ):
+        problems = launcher_problems(spec.image, replace(launch, launcher=name))
+        if problems:
+            assert [path for path, _ in problems] == ["launch.args[0]"]
+            assert args[0] == "--"
+            assert arrived != args  # refusing it was right
+        else:
+            assert arrived == args
 
 
 @settings(max_examples=80, deadline=None)

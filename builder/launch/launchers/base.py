@@ -88,6 +88,9 @@ class Launcher:
     """Can run as one Slurm task per node (every node runs the same command)."""
     rehearsal: ClassVar[str | None] = None
     """Why a rehearsal cannot run it on this machine, or None when it can."""
+    parses_script_args: ClassVar[bool] = False
+    """Its own argparse takes the script's arguments as REMAINDER, which drops a '--' that
+    comes first (DeepSpeed's runner, torch.distributed.run)."""
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:  # noqa: ARG002
         """What this launcher needs from the image (also checked for --launcher overrides)."""
@@ -113,6 +116,15 @@ class Launcher:
                 (
                     "launch.launcher",
                     f"{self.name} needs OpenMPI in the image: set image.openmpi: true",
+                )
+            )
+        if self.parses_script_args and launch.args[:1] == ("--",):
+            problems.append(
+                (
+                    "launch.args[0]",
+                    f"{self.name}'s argument parser drops a '--' that comes first after the "
+                    "script, so the script would never see it: put it after another argument "
+                    "or leave it out",
                 )
             )
         if self.platforms and image.accelerator not in self.platforms:

@@ -34,6 +34,7 @@ class DeepSpeed(Launcher):
     needs_deepspeed = True
     needs_pdsh = True
     reads_dsenv = True
+    parses_script_args = True
     tools = ("sshd", "ssh", "pdsh", "deepspeed", "python")
 
     def command(self, context: LaunchContext) -> LauncherCommand:

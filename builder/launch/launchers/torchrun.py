@@ -41,6 +41,7 @@ class Torchrun(Launcher):
     name = "torchrun"
     tools = ("torchrun", "python")
     batch = True
+    parses_script_args = True
 
     def command(self, context: LaunchContext) -> LauncherCommand:
         argv = torchrun_argv(
