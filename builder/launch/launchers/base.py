@@ -92,7 +92,7 @@ class Launcher:
     """Its own argparse takes the script's arguments as REMAINDER, which drops a '--' that
     comes first (DeepSpeed's runner, torch.distributed.run)."""
 
-    def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:  # noqa: ARG002
+    def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What this launcher needs from the image (also checked for --launcher overrides)."""
         problems: Problems = []
         if self.needs_deepspeed and not image.deepspeed:
