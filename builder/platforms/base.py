@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec
 
-VERSION_PATTERN = r"^[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)?$"
+VERSION_PATTERN = r"^[0-9][a-z0-9.+-]*$"
+"""A release: a digit first, then digits, letters, dots, '+' and '-' (2.14.1, 12.6.3,
+2.6.0+rocm6.2.4). One run of one class: matching stays linear, however long the input."""
 TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
 Problems = list[tuple[str, str]]
 """(field path, what to do) pairs."""

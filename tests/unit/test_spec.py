@@ -272,3 +272,14 @@ def test_schema_validates_every_preset() -> None:
     for name in preset_names():
         jsonschema.validate(yaml.safe_load(preset_text(name)), schema)
     assert set(schema["properties"]) == set(field_names(Spec))
+
+
+def test_a_very_long_version_is_refused_quickly() -> None:
+    """A pattern that could split its input two ways would take hours on a 10^6 input."""
+    import time
+
+    value = "1" + ".1" * 500_000 + "!"
+    start = time.perf_counter()
+    found = problems(MINIMAL.replace('torch: "2.13.0"', f'torch: "{value}"'))
+    assert time.perf_counter() - start < 5
+    assert [p.path for p in found] == ["image.torch"]
