@@ -19,12 +19,15 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import stat
 import sys
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from builder.errors import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,6 +95,12 @@ def _environment() -> jinja2.Environment:
     env.filters["docker_value"] = docker_value
     env.filters["json"] = lambda value: json.dumps(list(value))
     env.filters["def_shell"] = def_shell
+    env.filters["def_line"] = def_line
+    env.filters["def_label"] = def_label
+    env.filters["def_path"] = def_path
+    env.filters["def_header"] = def_header
+    env.filters["def_comment"] = def_comment
+    env.filters["sh_name"] = sh_name
     env.filters["sh_quote"] = shlex.quote
     env.filters["continued"] = continued
     return env
@@ -112,13 +121,93 @@ def docker_value(value: str) -> str:
     return f'"{escaped}"'
 
 
-def def_shell(line: str) -> str:
-    """A shell line for a .def: break ``{{`` so Apptainer >= 1.2 does not read a build arg.
+# What the .def filters guard against, from Apptainer's own reader:
+# ``scanDefinitionFile`` ends a section at ANY line whose first word starts with
+# ``%`` (indented or not), ``args.NewReader`` replaces ``{{ name }}`` anywhere in
+# the file with a build argument (failing when there is none), and ``expandPath``
+# runs each %files source through ``/bin/sh`` on the build host to expand globs.
+_LINE_BREAKS = re.compile(r"[\n\r\v\f\x00\x1c-\x1e\x85\u2028\u2029]")
+_BUILD_ARG = re.compile(r"{{\s*\w+\s*}}")
+_DEF_PATH = re.compile(r"/?[A-Za-z0-9._+-][A-Za-z0-9._+/-]*")
+_DEF_LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 
-    Every ``{{`` in our shell lines sits inside single quotes (shlex.quote), so
-    ``{''{`` is the same string to the shell and no longer a template to Apptainer.
+
+def _refuse(what: str, value: str, why: str) -> NoReturn:
+    raise UsageError(
+        f"cannot write {what} {value!r} into the Apptainer .def: {why}. "
+        "Change it in the spec (or leave out -f apptainer)"
+    )
+
+
+def def_line(value: str, what: str = "the value") -> str:
+    """One line of a .def's text sections (%help, a %labels value), kept exactly or refused.
+
+    Neither section has quoting, so a line break (a new section), a first word
+    starting with ``%`` (the end of this one) or a ``{{ name }}`` placeholder
+    cannot be escaped without changing the text: they are refused.
     """
-    return line.replace("{{", "{''{")
+    if _LINE_BREAKS.search(value):
+        _refuse(what, value, "it holds a line break, and each line of a .def stands alone")
+    if value.split(" ", 1)[0].startswith("%"):
+        _refuse(what, value, "a line whose first word starts with '%' starts a new section")
+    if _BUILD_ARG.search(value):
+        _refuse(what, value, "Apptainer >= 1.2 reads '{{ name }}' as a build argument")
+    return value
+
+
+def def_label(value: str, key: str) -> str:
+    """A %labels line, ``KEY VALUE``: Apptainer splits it at the first space."""
+    if not _DEF_LABEL_KEY.fullmatch(key):
+        _refuse("the label name", key, "a %labels key is letters, digits and ._/- only")
+    return f"{key} {def_line(value, f'label {key}')}"
+
+
+def def_path(value: str, what: str = "the %files path") -> str:
+    """A %files path, from a small set of characters or refused.
+
+    Apptainer expands each source with ``/bin/sh`` on the host (globs, ``$``,
+    backquotes would run there) and splits the line at blanks and quotes.
+    """
+    if not _DEF_PATH.fullmatch(value):
+        _refuse(what, value, "a %files path is letters, digits and ._+-/ only")
+    return value
+
+
+def def_header(value: str, what: str = "the header value") -> str:
+    """A header value (``From:``): one word, no ``#`` (a comment there), no placeholder."""
+    if not value or any(c.isspace() for c in value) or "#" in value:
+        _refuse(what, value, "a header value is one word without '#'")
+    return def_line(value, what)
+
+
+def def_comment(value: str) -> str:
+    """Text for a ``#`` comment: line breaks written as escapes, so it stays one comment."""
+    return _LINE_BREAKS.sub(lambda m: ascii(m.group(0))[1:-1], value)
+
+
+def def_shell(line: str) -> str:
+    """A shell line (or continued lines) for a .def's scripts: %post, %environment, %test.
+
+    Values in them are already shell-quoted (``sh_quote``, ``steps``); here the
+    .def's own reader is kept away from them. Every ``{`` followed by ``{`` gets an
+    empty ``''`` after it: the same word to the shell, unquoted or inside single
+    quotes (the only quoting used for values), and never a build argument to
+    Apptainer. A line whose first word starts with ``%`` would end the section;
+    no quoting helps there, so it is refused.
+    """
+    for part in line.split("\n"):
+        if part.lstrip(" \t").startswith("%"):
+            _refuse("the script line", line, "a line starting with '%' starts a new section")
+        if _LINE_BREAKS.search(part):
+            _refuse("the script line", line, "it holds a line break other than a newline")
+    return re.sub(r"{(?={)", "{''", line)
+
+
+def sh_name(name: str) -> str:
+    """A shell variable name (``export NAME=...``), or refused."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        _refuse("the variable name", name, "a shell variable name is letters, digits and _")
+    return name
 
 
 def continued(command: str, indent: int) -> str:

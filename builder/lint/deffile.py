@@ -18,6 +18,10 @@ and mirrored, line for line where it matters:
 - ``internal/pkg/build/args/reader.go``: Apptainer >= 1.2 replaces
   ``{{ name }}`` with a build argument and fails if it has no value.
 
+One rule is ours, not the parser's: a script line that uses a path an earlier
+line of the same script removed (``rm -rf /tmp/builder`` and then ``chmod ...
+/tmp/builder/x``) fails the build under ``-e`` (DEF-removed).
+
 Apptainer accepts a section twice and concatenates the bodies (its own
 ``multiplescripts`` test data does it); that is reported as a warning
 (info for %files, whose merging is documented), because a renderer that
@@ -30,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 
 from builder.lint.findings import Finding
+from builder.lint.script_paths import removed_path_uses
 
 VALID_HEADERS = frozenset({
     "bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include",
@@ -121,6 +126,33 @@ def check_deffile(text: str, file: str) -> list[Finding]:
         stages.append(stage)
     _check_stage_names(check, stages)
     return check.findings
+
+
+@dataclass(frozen=True)
+class DefSection:
+    """One section as Apptainer reads it: name (lower case), arguments, body text."""
+
+    name: str
+    args: str
+    body: str
+
+
+def read_sections(text: str) -> tuple[dict[str, str], tuple[DefSection, ...]]:
+    """Header values and sections of a one-stage definition file, split by the rules
+    above (what a stand-in for ``apptainer build`` needs to run its scripts)."""
+    check = _Checker("<text>")
+    lines = [(n, line.removesuffix("\r")) for n, line in enumerate(text.split("\n"), start=1)]
+    if sum(1 for _, line in lines if _STAGE_START.match(line)) != 1:
+        raise ValueError("expected a definition file of one stage (one 'Bootstrap:' line)")
+    stage = _parse_stage(check, lines)
+    if check.findings:
+        raise ValueError(f"not a valid definition file: {check.findings[0]}")
+    header = {key: value for key, (_, value) in stage.header.items()}
+    sections = tuple(
+        DefSection(s.name, s.args, "\n".join(line for _, line in s.body) + "\n")
+        for s in stage.sections
+    )
+    return header, sections
 
 
 def _is_content(line: str) -> bool:
@@ -271,6 +303,7 @@ def _check_stage(check: _Checker, stage: _Stage, *, need_bootstrap: bool) -> Non
         elif section.name == "arguments":
             _check_arguments(check, section)
         elif section.name in _SCRIPT_SECTIONS:
+            _check_removed_paths(check, section)
             words = _cut(section.args).split()
             if words and words[-1] == "-c":
                 check.add(
@@ -410,3 +443,8 @@ def _check_stage_names(check: _Checker, stages: list[_Stage]) -> None:
                     f"{names[name]}); '%files from {name}' would copy from the first",
                 )
             names.setdefault(name, number)
+
+
+def _check_removed_paths(check: _Checker, section: _Section) -> None:
+    for number, message in removed_path_uses(section.name, section.body):
+        check.add(number, "DEF-removed", message)

@@ -144,11 +144,29 @@ BAD = {
         HEAD + "%post\n    pip install torch=={{torch}}\n",
         [(4, "error", "DEF-template")],
     ),
+    "chmod of a file in a folder removed before": (
+        HEAD + "%post\n    pip install -r /tmp/b/r.txt\n    rm -rf /tmp/b && rm -f /tmp/ca.pem\n"
+        "    chmod 644 /tmp/b/r.txt\n    chmod 644 /tmp/ca.pem\n",
+        [(6, "error", "DEF-removed"), (7, "error", "DEF-removed")],
+    ),
+    "a removed path used on a continued line": (
+        HEAD + "%test\n    rm -r /opt/x/\n    ls \\\n        /opt/x/y\n",
+        [(5, "error", "DEF-removed")],
+    ),
     "Bootstrap at column 0 in a section starts a stage": (
         HEAD + "%help\nBootstrap: is how it starts\n",
         [(4, "error", "DEF-header")],
     ),
 }
+
+
+def test_removed_paths_made_again_or_globbed_are_fine() -> None:
+    text = HEAD + (
+        "%post\n    rm -rf /tmp/b /var/lib/apt/lists/*\n    mkdir -p /tmp/b\n"
+        "    touch /tmp/b/x /var/lib/apt/lists/y\n    rm -f /etc/ssh/ssh_host_*\n"
+        "    ls /etc/ssh  # /tmp/b/x\n    echo /tmp/bx\n"
+    )
+    assert found(text) == []
 
 
 @pytest.mark.parametrize(("text", "expected"), BAD.values(), ids=BAD.keys())
