@@ -9,6 +9,12 @@ value, wraps it in double quotes when it holds anything outside
 the way. So each value is escaped for a double-quoted shell word and its
 ``%`` doubled; what cannot survive (a newline, surrounding blanks) is refused.
 The file is read only for multi-node pdsh runs, never with ``--no_ssh``.
+
+Secret variables (``launch.secrets``) are left out, not written 0600: the
+runner pastes every line into pdsh's command line (``export K=V; ...``),
+which every user of every node can read in ``ps``. The ranks inherit them
+from the node's container instead (its environment comes from the bundle's
+0600 secrets.env, and sshd hands it to pdsh's sessions).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.errors import UsageError
+from builder.launch.secrets import is_secret_name, secret_names, without_secrets
 from builder.spec.records import ENV_NAME
 
 if TYPE_CHECKING:
@@ -34,7 +41,7 @@ def deepspeed_env_text(env: Mapping[str, str]) -> str:
     """The file's text: sorted ``KEY=VALUE`` lines, each value escaped to arrive unchanged."""
     lines = []
     for key in sorted(env):
-        if not re.match(ENV_NAME, key):
+        if not re.fullmatch(ENV_NAME, key):
             raise UsageError(f"{key!r} is not a valid environment variable name")
         lines.append(f"{key}={escape_value(key, env[key])}\n")
     return "".join(lines)
@@ -57,9 +64,18 @@ def escape_value(key: str, value: str) -> str:
 
 def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str] | None) -> str:
     """The .deepspeed_env of a stack: what its platform needs forwarded (variables DeepSpeed
-    does not forward by itself, e.g. Gaudi's runtime), the run's environment, then extra."""
+    does not forward by itself, e.g. Gaudi's runtime), the run's environment without its
+    secrets, then extra (which may not name a secret)."""
+    secret = sorted(k for k in extra if is_secret_name(k) or k in secret_names(spec.launch))
+    if secret:
+        raise UsageError(
+            f"{', '.join(secret)}: a secret never goes into .deepspeed_env, whose lines "
+            "DeepSpeed puts on pdsh's command line for every user to see; set it in "
+            "launch.env (named in launch.secret if its name does not say so): the bundle "
+            "carries it in its 0600 secrets files and the ranks inherit it"
+        )
     env = platforms.get(spec.image.accelerator).forwarded_env(image_env)
-    env.update(platforms.run_environment(spec))
+    env.update(without_secrets(platforms.run_environment(spec), spec.launch))
     env.update(extra)
     return deepspeed_env_text(env)
 
@@ -69,7 +85,7 @@ def parse_assignments(items: list[str], option: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not re.match(ENV_NAME, key):
+        if not sep or not re.fullmatch(ENV_NAME, key):
             raise UsageError(f"{option} {item!r}: write it as NAME=VALUE with a valid NAME")
         out[key] = value
     return out

@@ -7,7 +7,8 @@ runs on the first node (role ``launch``) with the hostfile and
 node (torchrun, c10d rendezvous): each node runs the same command in the
 runtime (role ``run``). The steps are typed actions (``launch.runtimes``);
 the bundle, the rehearsal and the Slurm script read their fields, and argv
-is made only where a step is printed or run.
+is made only where a step is printed or run. Secret values are not in the
+plan at all: its actions name the bundle's secret files instead.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from builder.launch.runtimes import (
     Setup,
     runtime,
 )
+from builder.launch.secrets import secret_names, without_secrets
 from builder.spec.check import launcher_problems
 
 if TYPE_CHECKING:
@@ -120,8 +122,17 @@ def chosen(
 def setup_of(
     spec: Spec, image: str, cluster_dir: str | None, fabric: tuple[str, ...] = ()
 ) -> Setup:
-    env = tuple(sorted(platforms.run_environment(spec).items()))
-    return Setup(spec=spec, image=image, cluster_dir=cluster_dir, fabric=fabric, env=env)
+    """What every node's runtime takes: the run's environment without its secrets, which
+    the runtimes read from the bundle's 0600 files (``launch.secrets``)."""
+    env = without_secrets(platforms.run_environment(spec), spec.launch)
+    return Setup(
+        spec=spec,
+        image=image,
+        cluster_dir=cluster_dir,
+        fabric=fabric,
+        env=tuple(sorted(env.items())),
+        secrets=tuple(sorted(secret_names(spec.launch))),
+    )
 
 
 def launch_plan(

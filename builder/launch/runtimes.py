@@ -10,6 +10,12 @@ shared by default (what NCCL wants), and only what is passed gets in, as
 ``APPTAINERENV_NAME=value`` in the command's environment, which carries any
 value (``--env`` splits on commas). ``apptainer build x.sif
 docker-daemon://name:tag`` needs an explicit tag.
+
+Secret variables (``launch.secrets``) never appear in an action: each names
+the bundle's 0600 file that holds them, read on the host by the one that
+starts the runtime (``docker run --env-file secrets.env``, ``apptainer exec
+--env-file secrets.sh``, or ``. secrets.sh`` before the command on a bare
+node), so a printed or ``ps``-visible command line shows the path only.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 from builder import platforms
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError
+from builder.launch.secrets import SECRETS_ENV, SECRETS_SH
 
 if TYPE_CHECKING:
     from builder.launch.launchers.base import LauncherCommand
@@ -74,6 +81,8 @@ class ContainerStart:
     labels: Env = ()
     detach: bool = True
     remove: bool = False
+    env_file: str | None = None
+    """The host's file of secret variables (``NAME=value`` lines, read by docker)."""
 
     def argv(self) -> list[str]:
         argv = ["docker", "run"]
@@ -93,6 +102,8 @@ class ContainerStart:
         argv += [*self.flags, *self.fabric]
         for bind in self.binds:
             argv += ["--volume", bind.text()]
+        if self.env_file is not None:
+            argv += ["--env-file", self.env_file]
         for key, value in self.env:
             argv += ["--env", f"{key}={value}"]
         return [*argv, self.image, *self.command]
@@ -126,6 +137,8 @@ class ApptainerExec:
     flags: tuple[str, ...] = ()
     binds: tuple[Bind, ...] = ()
     env: Env = ()
+    env_file: str | None = None
+    """The host's file of secret variables (shell syntax, evaluated by apptainer)."""
 
     @property
     def env_prefix(self) -> str:
@@ -134,7 +147,10 @@ class ApptainerExec:
 
     def argv(self) -> list[str]:
         env = [f"{self.env_prefix}{key}={value}" for key, value in self.env]
-        argv = (["env", *env] if env else []) + [self.program, "exec", "--cleanenv", *self.flags]
+        argv = (["env", *env] if env else []) + [self.program, "exec", "--cleanenv"]
+        if self.env_file is not None:
+            argv += ["--env-file", self.env_file]
+        argv += self.flags
         for bind in self.binds:
             argv += ["--bind", bind.text()]
         return [*argv, self.sif, *self.command]
@@ -146,9 +162,14 @@ class HostCommand:
 
     command: tuple[str, ...]
     env: Env = ()
+    env_file: str | None = None
+    """The host's file of secret variables (shell exports), sourced before the command."""
 
     def argv(self) -> list[str]:
         prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
+        if self.env_file is not None:
+            # sh reads the values from the file: argv holds its path, never a value
+            prefix += ["sh", "-c", '. "$0" && exec "$@"', self.env_file]
         return [*prefix, *self.command]
 
 
@@ -164,7 +185,21 @@ class Setup:
     cluster_dir: str | None
     fabric: tuple[str, ...] = ()
     env: Env = field(default=())
-    """The run's environment (the platform's advice, then launch.env), sorted."""
+    """The run's environment (the platform's advice, then launch.env), sorted, without
+    the secret variables."""
+    secrets: tuple[str, ...] = ()
+    """Names of the secret variables, which reach the node from the bundle's 0600 files."""
+
+    def secret_file(self, name: str) -> str | None:
+        """The host path of the bundle's secret file called name, when there are secrets."""
+        if not self.secrets:
+            return None
+        if self.cluster_dir is None:
+            raise UsageError(
+                f"launch.env holds secrets ({', '.join(self.secrets)}), which reach the nodes "
+                "only from the bundle's 0600 files: give the cluster folder"
+            )
+        return f"{self.cluster_dir}/{name}"
 
     @property
     def binds(self) -> tuple[Bind, ...]:
@@ -230,6 +265,7 @@ class Docker(Runtime):
             binds=setup.binds,
             env=setup.env,
             command=command,
+            env_file=setup.secret_file(SECRETS_ENV),
         )
 
     def exec(self, setup: Setup, command: LauncherCommand) -> ContainerExec:
@@ -270,6 +306,7 @@ class Apptainer(Runtime):
             flags=platforms.get(setup.spec.image.accelerator).apptainer_flags,
             binds=setup.binds,
             env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
+            env_file=setup.secret_file(SECRETS_SH),
         )
 
     def batch(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
@@ -302,11 +339,11 @@ class Bare(Runtime):
     def cluster_path(self, cluster_dir: str) -> str:
         return cluster_dir
 
-    def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:  # noqa: ARG002
-        return HostCommand(command.argv, command.env)
+    def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        return HostCommand(command.argv, command.env, setup.secret_file(SECRETS_SH))
 
-    def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:  # noqa: ARG002
-        return HostCommand(command.argv, command.env)
+    def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        return HostCommand(command.argv, command.env, setup.secret_file(SECRETS_SH))
 
     def where(self, image: str) -> str:  # noqa: ARG002
         return "directly on the node (the image is its environment)"

@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from builder.launch.plan import launch_plan, supported
+from builder.launch.secrets import is_secret_name
 from builder.launch.slurm import sbatch_script
 from builder.spec import Mount
 from builder.spec.loader import load_preset
@@ -69,8 +70,10 @@ def test_slurm_exports_give_the_values_back(env: dict[str, str]) -> None:
     script = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="none")
     # bash reads lines at "\n" only (str.splitlines would also split at \x1e and kin)
     exports = "\n".join(line for line in script.split("\n") if line.startswith("export "))
-    show = "".join(f'printf "%s\\0" "${name}"; ' for name in env)
+    # secret names (KEY, *TOKEN*) travel in the bundle's 0600 files: tests/unit/test_secrets.py
+    public = {name: value for name, value in env.items() if not is_secret_name(name)}
+    show = "".join(f'printf "%s\\0" "${name}"; ' for name in public)
     out = subprocess.run(
         ["bash", "-c", f"{exports}\n{show}"], capture_output=True, check=True
     ).stdout.decode("utf-8", "surrogateescape")
-    assert dict(zip(env, out.split("\0")[:-1], strict=True)) == env
+    assert dict(zip(public, out.split("\0")[:-1], strict=True)) == public
