@@ -8,19 +8,29 @@ rendezvous, id = the job id). The runtime's batch action is the plan's own
 (``launch.runtimes``); with Apptainer the environment is re-injected as
 APPTAINERENV_* (``--cleanenv`` drops the rest); with ``none`` the image is
 the nodes' own environment. Checked by a real Slurm cluster in tests/integration.
+
+Two places decide what reaches the script: ``sbatch_option`` checks every
+``#SBATCH`` line's option and value (sbatch reads a header line up to the
+next blank, and bash never sees it, so a line break would start a shell
+line and a blank a second option: values are one word of what Slurm accepts
+for that option), and ``shell_word`` quotes every value of a shell line.
+Secret variables are not in the script: the batch action reads them from the
+bundle's 0600 files (``launch.secrets``).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
-from builder.errors import UsageError
+from builder.errors import Problem, SpecError, UsageError
 from builder.launch import launchers
 from builder.launch.launchers import FromShell, LaunchContext
 from builder.launch.plan import chosen, setup_of
+from builder.spec.records import ENV_NAME
 from builder.templating import HEADER, render_template
 
 if TYPE_CHECKING:
@@ -33,6 +43,28 @@ NNODES = FromShell('"$SLURM_NNODES"')
 MASTER = FromShell('"$MASTER_ADDR"')
 ENDPOINT = FromShell('"$MASTER_ADDR:$MASTER_PORT"')
 JOB = FromShell('"$SLURM_JOB_ID"')
+
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_NUMBER = r"\d{1,9}"
+_TIME = "|".join(
+    (
+        rf"{_NUMBER}(:{_NUMBER}){{0,2}}",  # MM, MM:SS, HH:MM:SS
+        rf"{_NUMBER}-{_NUMBER}(:{_NUMBER}){{0,2}}",  # D-HH, D-HH:MM, D-HH:MM:SS
+        "UNLIMITED|INFINITE|unlimited|infinite",
+    )
+)
+_VALUES = {
+    "partition": (rf"{_NAME}(,{_NAME})*", "a partition name, or several joined by ','"),
+    "account": (_NAME, "an account name (letters, digits, '_', '.', '-')"),
+    "time": (
+        _TIME,
+        "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED or INFINITE",
+    ),
+}
+# Other options (launch.slurm.extra, the platform's): one word of what node lists,
+# constraints, GRES, sizes, mail addresses and file patterns are written with.
+_WORD = (r"[A-Za-z0-9_.,:=%@+/*&|!\[\]-]{1,256}", "one word without blanks, quotes or '#'")
+_OPTION = re.compile(r"[a-z][a-z0-9-]{0,63}")
 
 
 def sbatch_script(
@@ -72,37 +104,96 @@ def sbatch_script(
     return render_template(
         "slurm/job.sbatch.j2",
         {
-            "options": _options(spec, nnodes),
-            "header": HEADER.format(source=source),
-            "where": run.where(image),
-            "port": launch.master_port,
-            "exports": [f"{key}={shlex.quote(value)}" for key, value in exports],
+            "options": _options(spec, nnodes, source),
+            "header": _comment(HEADER.format(source=source)),
+            "where": _comment(run.where(image)),
+            "port": shell_word(str(launch.master_port)),
+            "exports": [_assignment(key, value) for key, value in exports],
             "command": shell_line(action.argv()),
         },
     )
 
 
+def shell_word(value: str) -> str:
+    """One value as a word of the batch script's shell lines: quoted, unless it is the
+    shell's own (FromShell, made only by builder). Every value goes through here."""
+    return value if isinstance(value, FromShell) else shlex.quote(value)
+
+
 def shell_line(argv: Iterable[str]) -> str:
     """argv as one line of the batch script: every value quoted but the shell's own."""
-    return " ".join(a if isinstance(a, FromShell) else shlex.quote(a) for a in argv)
+    return " ".join(shell_word(a) for a in argv)
 
 
-def _options(spec: Spec, nnodes: int) -> list[str]:
+def sbatch_option(option: str, value: str | None, field: str, source: str = "") -> str:
+    """One ``#SBATCH`` line's text, ``--option=value`` (or ``--option`` for a flag), once
+    option and value are what Slurm accepts there. field names where the value came
+    from: a spec field (an error is a SpecError of source) or, without source, builder's
+    own or an option's (a UsageError)."""
+    problem = _option_problem(option, value)
+    if problem is not None:
+        message = f"{value!r} for #SBATCH --{option}: {problem}"
+        if source:
+            raise SpecError(source, [Problem(field, message)])
+        raise UsageError(f"{field}: {message}")
+    return f"--{option}={value}" if value else f"--{option}"
+
+
+def _option_problem(option: str, value: str | None) -> str | None:
+    if not _OPTION.fullmatch(option):
+        return (
+            "an option name is lower-case letters, digits and '-' (without the leading "
+            "'--'), e.g. exclusive or mail-user"
+        )
+    if value is None or value == "":
+        return None
+    if any(c in value for c in "\n\r\0"):
+        return "a header line ends at a line break, so the rest would run as shell: remove it"
+    if value.startswith("-"):
+        return "a value may not start with '-', where sbatch would read another option"
+    pattern, what = _VALUES.get(option, _WORD)
+    if not re.fullmatch(pattern, value):
+        return f"write it as {what}"
+    return None
+
+
+def _options(spec: Spec, nnodes: int, source: str) -> list[str]:
+    """Every #SBATCH line, each through sbatch_option; a value from the spec's fields is
+    reported as a problem of the spec (source), builder's own as a usage error."""
     slurm = spec.launch.slurm
-    options = [f"--job-name={spec.name}", f"--nodes={nnodes}", "--ntasks-per-node=1"]
-    options += platforms.get(spec.image.accelerator).slurm_options(spec.launch)
+    lines = [
+        sbatch_option("job-name", spec.name, "name", source),
+        sbatch_option("nodes", str(nnodes), "launch.nodes", source),
+        sbatch_option("ntasks-per-node", "1", "builder"),
+    ]
+    for item in platforms.get(spec.image.accelerator).slurm_options(spec.launch):
+        option, _, given = item.removeprefix("--").partition("=")
+        lines.append(sbatch_option(option, given, f"the {spec.image.accelerator} platform"))
     if slurm.cpus_per_task:
-        options.append(f"--cpus-per-task={slurm.cpus_per_task}")
+        cpus = str(slurm.cpus_per_task)
+        lines.append(sbatch_option("cpus-per-task", cpus, "launch.slurm.cpus_per_task", source))
     for name, value in (
         ("partition", slurm.partition),
         ("account", slurm.account),
         ("time", slurm.time),
     ):
         if value:
-            options.append(f"--{name}={value}")
-    options.append("--output=%x-%j.out")
-    for key, value in sorted(slurm.extra.items()):
-        if "\n" in key + value:
-            raise UsageError(f"launch.slurm.extra.{key}: #SBATCH options are one line each")
-        options.append(f"--{key}={value}" if value else f"--{key}")
-    return options
+            lines.append(sbatch_option(name, value, f"launch.slurm.{name}", source))
+    lines.append(sbatch_option("output", "%x-%j.out", "builder"))
+    for key, flag in sorted(slurm.extra.items()):
+        lines.append(sbatch_option(key, flag, f"launch.slurm.extra.{key}", source))
+    return lines
+
+
+def _assignment(name: str, value: str) -> str:
+    """NAME=value for an export line: the name checked, the value quoted."""
+    if not re.fullmatch(ENV_NAME, name):
+        raise UsageError(f"{name!r} is not a valid environment variable name")
+    return f"{name}={shell_word(value)}"
+
+
+def _comment(text: str) -> str:
+    """Text for a '#' line of the script: a line break would start a shell line."""
+    if any(c in text for c in "\n\r\0"):
+        raise UsageError(f"{text!r}: a line of the job script's comments holds a line break")
+    return text

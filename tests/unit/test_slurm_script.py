@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.errors import UsageError
+from builder.errors import SpecError, UsageError
 from builder.launch.slurm import sbatch_script
 from builder.spec import Slurm
 from builder.spec.loader import load_preset
+from builder.spec.presets import preset_text
 from tests.conftest import real_tool
 
 if TYPE_CHECKING:
@@ -115,3 +116,110 @@ def test_a_mount_path_with_a_colon_is_refused_in_every_runtime() -> None:
     for runtime in ("docker", "apptainer", "singularity"):
         with pytest.raises(UsageError, match="holds ':'"):
             sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime=runtime)
+
+
+HOSTILE = [
+    "gpu\n#SBATCH --uid=0",
+    "gpu\nrm -rf ~",
+    "gpu\r\n#SBATCH --uid=0",
+    "gpu\0",
+    "gpu --uid=0",
+    "-x",
+    "--uid=0",
+    "gpu;id",
+    "$(id)",
+    "gpu`id`",
+    "gpu'",
+    'gpu"',
+    "gpu#x",
+    "",
+]
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v])
+@pytest.mark.parametrize("field", ["partition", "account", "time"])
+def test_hostile_header_values_are_spec_errors(field: str, value: str) -> None:
+    with pytest.raises(SpecError) as info:
+        script(slurm=Slurm(**{field: value}))  # type: ignore[arg-type]
+    message = str(info.value)
+    assert f"launch.slurm.{field}" in message
+    assert repr(value) in message
+    assert info.value.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("comment", "a\n#SBATCH --uid=0"),
+        ("comment", "a --uid=0"),
+        ("mail-user", "-x"),
+        ("uid\n#SBATCH --gid", ""),
+        ("Exclusive", ""),
+        ("-uid", "0"),
+        ("comment", "a'b"),
+    ],
+)
+def test_hostile_extra_options_are_spec_errors(key: str, value: str) -> None:
+    with pytest.raises(SpecError, match=r"launch\.slurm\.extra\."):
+        script(slurm=Slurm(extra={key: value}))
+
+
+@pytest.mark.parametrize(
+    "time", ["30", "30:00", "02:00:00", "1-0", "1-12", "1-12:30", "1-12:30:00", "UNLIMITED",
+             "INFINITE"],
+)  # fmt: skip
+def test_every_slurm_time_format_is_accepted(time: str) -> None:
+    assert f"#SBATCH --time={time}\n" in script(slurm=Slurm(time=time))
+
+
+@pytest.mark.parametrize("time", ["1:2:3:4", "1-2-3", "2h", "1.5", "1-", ":30", "soon"])
+def test_other_times_say_which_formats_slurm_takes(time: str) -> None:
+    with pytest.raises(SpecError, match="MM, MM:SS, HH:MM:SS, D-HH"):
+        script(slurm=Slurm(time=time))
+
+
+def test_usual_values_pass() -> None:
+    text = script(
+        slurm=Slurm(
+            partition="gpu,gpu-long",
+            account="proj.ml_team-1",
+            extra={
+                "constraint": "a100&ib",
+                "exclude": "node[01-03]",
+                "mail-user": "me@example.org",
+                "gres": "gpu:a100:4",
+                "mem": "0",
+            },
+        )
+    )
+    for line in (
+        "--partition=gpu,gpu-long",
+        "--account=proj.ml_team-1",
+        "--constraint=a100&ib",
+        "--exclude=node[01-03]",
+        "--mail-user=me@example.org",
+    ):
+        assert f"#SBATCH {line}\n" in text
+
+
+def test_a_hostile_value_in_the_cli_exits_1_and_writes_nothing(tmp_path: Path) -> None:
+    spec = tmp_path / "stack.yaml"
+    text = preset_text("cuda-torchrun")
+    spec.write_text(text + '  slurm:\n    partition: "gpu\\n#SBATCH --uid=0"\n')
+    target = tmp_path / "job.sbatch"
+    result = CliRunner().invoke(app, ["slurm", str(spec), "-o", str(target)])
+    assert result.exit_code == 1, result.output
+    assert "launch.slurm.partition" in result.output
+    assert not target.exists()
+
+
+def test_every_shell_value_is_quoted_in_one_place() -> None:
+    """Export values, the port and the command's arguments all go through shell_word."""
+    from builder.launch.launchers import FromShell
+    from builder.launch.slurm import shell_line, shell_word
+
+    assert shell_word("a b") == "'a b'"
+    assert shell_word(FromShell('"$X"')) == '"$X"'
+    assert shell_line(["x", "$(id)"]) == "x '$(id)'"
+    text = script(args=("$(id)", "a;b"))
+    assert "'$(id)' 'a;b'" in text
