@@ -6,6 +6,9 @@ render`` take the same options, so the Dockerfile a user reads is the one
 that is built. None of these may leave build-only material in the image:
 the CA, the pip settings and the wheels live only in the build stage, which
 the final image never inherits (``steps.Fetch`` says why apt gets no CA).
+An index URL with credentials in it is refused (``check_index_url``): the
+build stage is an image the engine keeps, and a .def's %post is stored in
+the SIF.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from builder.errors import Problem, SpecError, UsageError
 from builder.spec.check import check_spec
@@ -71,9 +75,10 @@ def load_inputs(
     wheelhouse: Path | None = None,
 ) -> BuildInputs:
     """Read and check the files the options name; every problem is a UsageError."""
-    for url in (pip_index_url, *pip_extra_index_urls):
-        if url is not None and not _URL.match(url):
-            raise UsageError(f"{url!r} is not an index URL (http://, https:// or file://)")
+    if pip_index_url is not None:
+        check_index_url(pip_index_url, "--pip-index-url")
+    for url in pip_extra_index_urls:
+        check_index_url(url, "--pip-extra-index-url")
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
     return BuildInputs(
@@ -84,6 +89,26 @@ def load_inputs(
         pip_extra_index_urls=tuple(pip_extra_index_urls),
         wheels=_read_wheelhouse(wheelhouse) if wheelhouse is not None else (),
     )
+
+
+def check_index_url(url: str, option: str) -> None:
+    """A URL pip can use, without credentials: they would be kept where others read them."""
+    if not _URL.fullmatch(url):
+        raise UsageError(f"{option} {url!r} is not an index URL (http://, https:// or file://)")
+    netloc = urlsplit(url).netloc
+    if "@" in netloc:
+        shown = url.replace(netloc, "***@" + netloc.rsplit("@", 1)[1], 1)
+        raise UsageError(
+            f"{option} {shown}: the URL carries credentials (user:password@ or token@), "
+            "and builder refuses them. pip reads its index from the build's environment, "
+            "so they would be stored in the build stage's image config and history (which "
+            "the engine keeps and `docker history` shows) and in a .def's %post (which "
+            "Apptainer keeps inside the SIF); the classic builder has no build secrets to "
+            "hide them in. Instead: point --pip-index-url at a mirror that needs no "
+            "credentials from the build (e.g. a devpi or proxy on your network that holds "
+            "them itself), or download the wheels beforehand with your own credentials "
+            "(`pip download -d wheels -r requirements.txt`) and pass --wheelhouse wheels."
+        )
 
 
 def with_base(stack: Stack, inputs: BuildInputs) -> Stack:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from builder.contract import TORCH_DIR, VENV
+from builder.image.inputs import check_index_url
 
 if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
@@ -72,6 +73,9 @@ class Fetch:
 
 def fetch_settings(inputs: BuildInputs) -> Fetch | None:
     """The pip/git settings of the python stage, or None when the defaults do."""
+    # inputs made without load_inputs are checked too: no credentials in an ENV line
+    for url in filter(None, (inputs.pip_index_url, *inputs.pip_extra_index_urls)):
+        check_index_url(url, "pip index URL")
     env: dict[str, str] = {}
     if inputs.ca_pem:
         for name in ("GIT_SSL_CAINFO", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):

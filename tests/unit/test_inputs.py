@@ -7,11 +7,14 @@ import tarfile
 from typing import TYPE_CHECKING
 
 import pytest
+from typer.testing import CliRunner
 
+from builder.cli import app
 from builder.engine.build import context_tar
 from builder.errors import SpecError, UsageError
 from builder.image.context import DOCKERFILE, render_outputs
-from builder.image.inputs import load_inputs
+from builder.image.inputs import BuildInputs, load_inputs
+from builder.image.steps import fetch_settings
 from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
@@ -119,6 +122,34 @@ def test_pip_mirror_settings_are_build_stage_env() -> None:
     assert (
         "export PIP_EXTRA_INDEX_URL=https://x.example/s PIP_INDEX_URL=" in out["cpu-deepspeed.def"]
     )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://alice:pw9@mirror.example/simple",
+        "https://s3cr3t-t0k@mirror.example/simple",
+        "http://:pw8@mirror.example/simple",
+        "https://u:p%40ss@mirror.example:8443/simple",
+    ],
+)
+@pytest.mark.parametrize("option", ["--pip-index-url", "--pip-extra-index-url"])
+def test_credentials_in_an_index_url_are_refused_before_anything_is_written(
+    url: str, option: str, tmp_path: Path
+) -> None:
+    """They would land in the build stage's ENV (kept by the engine) and a .def's %post."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["render", "--preset", "cpu-deepspeed", "-o", str(out), option, url]
+    )
+    assert result.exit_code == 2, result.output
+    assert "carries credentials" in result.output
+    assert "--wheelhouse" in result.output  # what to do instead
+    secret = url.split("//", 1)[1].rsplit("@", 1)[0]
+    assert secret not in result.output  # not even echoed back
+    assert not out.exists()
+    with pytest.raises(UsageError, match="carries credentials"):
+        fetch_settings(BuildInputs(pip_extra_index_urls=(url,)))  # made without load_inputs
 
 
 def test_base_image_override_is_checked_like_the_spec() -> None:
