@@ -2,13 +2,17 @@
 
 The image is built untagged and tagged once the last step succeeded, so a
 failed or interrupted build never moves a tag to a broken image. The full
-log is kept in memory and written to a file only when the build fails.
+log is kept in memory and written to a file only when the build fails: a
+new file (mode 0600, never through a link) in the user's own 0700 folder of
+build logs under the XDG state directory, since a log can hold what a build
+printed about its inputs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import tarfile
 import tempfile
@@ -263,9 +267,46 @@ def _consume(events: Iterable[dict[str, Any]], run: _Run) -> str | None:
     return None
 
 
+def log_folder() -> Path:
+    """$XDG_STATE_HOME/builder/logs (default ~/.local/state/builder/logs), mode 0700."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if Path(state).is_absolute() else Path.home() / ".local" / "state"
+    folder = base / "builder" / "logs"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.is_symlink() or not folder.is_dir():
+        raise OSError(f"{folder} is not a folder of its own")
+    info = folder.stat()
+    if info.st_uid != os.getuid():
+        raise OSError(f"{folder} belongs to another user")
+    if info.st_mode & 0o077:
+        folder.chmod(0o700)  # the user's own folder: made private, never another's
+    return folder
+
+
+def write_log(log_name: str, text: str) -> Path:
+    """A new private file (0600) for text in log_folder(): O_EXCL and O_NOFOLLOW, so it
+    never replaces or follows anything already there; unique per build."""
+    folder = log_folder()
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", log_name)[:64] or "image"
+    for attempt in range(100):
+        path = folder / f"build-{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{attempt}.log"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+    raise OSError(f"no free log file name in {folder}")
+
+
 def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError:
-    log = Path(tempfile.gettempdir()) / f"builder-build-{log_name}.log"
-    log.write_text("\n".join([*run.log, f"ERROR: {error}"]) + "\n", encoding="utf-8")
+    text = "\n".join([*run.log, f"ERROR: {error}"]) + "\n"
+    try:
+        where_log = f"full log: {write_log(log_name, text)}"
+    except OSError as exc:
+        where_log = f"the full log could not be kept ({exc})"
     if run.current is None:
         where = "before the first step"
     else:
@@ -282,7 +323,7 @@ def _failure(log_name: str, run: _Run, error: str, reference: str) -> BuildError
     return BuildError(
         f"build of {reference} failed {where}\n{error}.{hint}\n"
         f"last lines:\n{tail or '    (none)'}\n"
-        f"full log: {log}; no tag was moved.",
+        f"{where_log}; no tag was moved.",
         created=run.created,
     )
 

@@ -4,6 +4,7 @@ tests/integration)."""
 from __future__ import annotations
 
 import io
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,13 @@ class FakeEngine:
 
     def tag(self, image_id: str, reference: str) -> None:
         self.tags.append((image_id, reference))
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Failure logs go under $XDG_STATE_HOME: here, never the user's own."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 OK: list[dict[str, Any]] = [
@@ -118,3 +126,60 @@ def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> N
     assert result.cached_steps == 1
     # every step's image, made or reused (" ---> Running in" names a container, not one)
     assert [s.image for s in result.steps] == ["1111aaaa2222", "3333bbbb4444", "7777dddd8888"]
+
+
+FAILING: list[dict[str, Any]] = [
+    *OK[:6],
+    {"stream": "E: no such package\n"},
+    {"error": "boom", "errorDetail": {"message": "The command returned a non-zero code: 100"}},
+]
+
+
+def failed_build_message() -> str:
+    with pytest.raises(BuildError) as info:
+        build_image(
+            load_preset("cpu-deepspeed"),
+            BuildInputs(),
+            reference="t/x:1",
+            engine=FakeEngine(FAILING),  # type: ignore[arg-type]
+        )
+    return str(info.value)
+
+
+def test_the_failure_log_is_a_new_private_file_in_a_private_folder(state_home: Path) -> None:
+    first = Path(failed_build_message().split("full log: ")[1].split(";", maxsplit=1)[0])
+    second = Path(failed_build_message().split("full log: ")[1].split(";", maxsplit=1)[0])
+    assert first != second  # a unique name each time: nothing is replaced
+    folder = state_home / "builder" / "logs"
+    assert first.parent == folder == second.parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    assert "E: no such package" in first.read_text()
+
+
+def test_without_xdg_state_home_the_log_goes_under_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    log = Path(failed_build_message().split("full log: ")[1].split(";", maxsplit=1)[0])
+    assert log.parent == tmp_path / "home" / ".local" / "state" / "builder" / "logs"
+
+
+def test_an_open_log_folder_is_made_private(state_home: Path) -> None:
+    folder = state_home / "builder" / "logs"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)
+    failed_build_message()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_a_log_folder_that_is_a_link_is_never_followed(state_home: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (state_home / "builder").mkdir(parents=True)
+    (state_home / "builder" / "logs").symlink_to(elsewhere)
+    message = failed_build_message()
+    assert "the full log could not be kept" in message
+    assert "no tag was moved" in message
+    assert list(elsewhere.iterdir()) == []
