@@ -116,7 +116,15 @@ def docker_value(value: str) -> str:
 
     Docker expands ``$VAR`` in ENV and LABEL values and treats backslash as
     its escape character; both must be escaped to survive unchanged.
+    A line break ends the instruction (the next line would be one of its own), so a
+    value holding one is refused.
     """
+    if _LINE_BREAKS.search(value):
+        raise UsageError(
+            f"cannot write {value[:60]!r}{'...' if len(value) > 60 else ''} into the "
+            "Dockerfile: it holds a line break, and each line of a Dockerfile is an "
+            "instruction. Put the value on one line in the spec"
+        )
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{escaped}"'
 

@@ -96,7 +96,8 @@ def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str
     option = f" -o Acquire::https::CAInfo={ca_file}" if ca_file else ""
     return (
         f"apt-get{option} update",
-        f"apt-get{option} install -y --no-install-recommends\n" + "\n".join(packages),
+        f"apt-get{option} install -y --no-install-recommends\n"
+        + "\n".join(shlex.quote(p) for p in packages),
         "rm -rf /var/lib/apt/lists/*",
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from builder.errors import UsageError
 from builder.image.context import render_outputs
 from builder.image.recipe import image_recipe, spec_hash
 from builder.image.render import render_apptainer, render_dockerfile
+from builder.image.steps import apt_install
 from builder.spec.loader import Stack, load_preset, load_spec, parse_spec
 from builder.spec.presets import preset_names
 from builder.templating import def_shell, docker_value
@@ -235,3 +237,10 @@ def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
     assert key(replace(cpu, spec=more_apt)) != key(cpu)
     more_pip = replace(cpu.spec, image=replace(image, pip=(*image.pip, "six==1.17.0")))
     assert key(replace(cpu, spec=more_pip)) == key(cpu)
+
+
+def test_apt_entries_are_one_shell_word_each() -> None:
+    """An apt entry the spec pattern lets through (blanks, `<>`) cannot redirect or split
+    the install line, in the Dockerfile's RUN or the .def's %post."""
+    (_, install, _) = apt_install(["curl", "foo >/etc/x", "libstdc++6=1:12~x"])
+    assert shlex.split(install)[-3:] == ["curl", "foo >/etc/x", "libstdc++6=1:12~x"]

@@ -8,12 +8,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from builder.templating import CACHE_ENV, cache_folder
+import pytest
+
+from builder.errors import UsageError
+from builder.templating import CACHE_ENV, cache_folder, docker_value
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pytest
 
 RENDER = (
     "from builder.image.context import render_outputs\n"
@@ -74,3 +75,9 @@ def test_a_folder_that_is_not_private_or_not_a_folder_is_not_used(
     monkeypatch.setenv(CACHE_ENV, "off")
     assert cache_folder("3.1.6") is None
     assert render(str(blocked)) == render("off")
+
+
+@pytest.mark.parametrize("value", ["a\nRUN curl x | sh", "a\rb", "a\u2028b"])
+def test_a_dockerfile_value_with_a_line_break_is_refused(value: str) -> None:
+    with pytest.raises(UsageError, match="line break"):
+        docker_value(value)
