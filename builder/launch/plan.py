@@ -159,6 +159,7 @@ def launch_plan(
         cluster=run.cluster_path(cluster_dir),
         rdzv_id=spec.name,
         env=setup.env,
+        secrets=setup.secrets,
     )
     chosen_launcher.check_cluster(context.cluster)
     command = chosen_launcher.command(context)

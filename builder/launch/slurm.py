@@ -98,6 +98,7 @@ def sbatch_script(
         nnodes=NNODES,
         endpoint=ENDPOINT,
         env=setup.env,
+        secrets=setup.secrets,
     )
     action = run.batch(setup, batch_launcher.command(context))
     exports = [*setup.env, *run.batch_env(setup)]

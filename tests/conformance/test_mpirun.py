@@ -1,5 +1,5 @@
 """Our mpirun command and hostfile run by real OpenMPI: every rank starts, with the
-environment values and script arguments we meant."""
+environment values (secrets forwarded by name only) and script arguments we meant."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ print(json.dumps({
     "rank": os.environ["OMPI_COMM_WORLD_RANK"],
     "size": os.environ["OMPI_COMM_WORLD_SIZE"],
     "value": os.environ["TRICKY"],
+    "secret": os.environ["HF_TOKEN"],
     "master": os.environ["MASTER_ADDR"] + ":" + os.environ["MASTER_PORT"],
     "args": sys.argv[1:],
 }))
@@ -45,15 +46,26 @@ def test_openmpi_runs_every_rank_with_our_values(tmp_path: Path) -> None:
         master_port=29555,
     )
     argv = mpirun_argv(
-        launch, hostfile=str(hostfile), nnodes=1, master_addr="localhost", as_root=os.geteuid() == 0
+        launch,
+        hostfile=str(hostfile),
+        nnodes=1,
+        master_addr="localhost",
+        as_root=os.geteuid() == 0,
+        secrets=("HF_TOKEN",),
     )
+    assert not any("hunter2" in arg for arg in argv)
     argv[0] = mpirun
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HF_TOKEN": "hunter2 $x",  # in mpirun's environment, as --env-file puts it
+    }
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env, timeout=120)
     ranks = sorted((json.loads(line) for line in out.stdout.splitlines()), key=lambda r: r["rank"])
     assert [r["rank"] for r in ranks] == ["0", "1"]
     for rank in ranks:
         assert rank["size"] == "2"
         assert rank["value"] == 'a b $c "q" 50% ✓'
+        assert rank["secret"] == "hunter2 $x"
         assert rank["master"] == "localhost:29555"
         assert rank["args"] == ["a b", "$HOME", "it's"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 from dataclasses import replace
@@ -106,6 +107,8 @@ def test_mpirun_exports_no_secret_value() -> None:
     plan = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="mpirun")
     assert SECRET not in plan.text()
     assert "NCCL_DEBUG=INFO" in plan.text()
+    (launch,) = plan.of_role("launch")
+    assert "-x HF_TOKEN " in shlex.join(launch.argv)  # by name: mpirun's own environment
 
 
 def test_a_spec_without_secrets_has_no_secret_files() -> None:

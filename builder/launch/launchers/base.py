@@ -46,6 +46,9 @@ class LaunchContext:
     """HOST:PORT of the rendezvous (default: master and launch.master_port)."""
     env: tuple[tuple[str, str], ...] = ()
     """The run's environment, for launchers that carry it themselves (mpirun -x)."""
+    secrets: tuple[str, ...] = ()
+    """Names of the secret variables: already in the launcher's own environment (the
+    bundle's 0600 files put them there); a launcher forwards them by name only."""
 
     @property
     def node_count(self) -> str:

@@ -21,13 +21,16 @@ def mpirun_argv(
     master_addr: str,
     as_root: bool,
     env: Mapping[str, str] | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> list[str]:
     """OpenMPI's `mpirun`: one rank per slot, the run's environment with `-x NAME=value`.
 
     `-x` carries each value as it is (no shell on the way). The ranks learn
     their place from OMPI_COMM_WORLD_* (DeepSpeed's init_distributed reads
     them); MASTER_ADDR/PORT are exported for torch.distributed's env://.
-    ``env`` is the run's environment (default: launch.env).
+    ``env`` is the run's environment (default: launch.env). ``secrets`` are
+    forwarded by name (`-x NAME`, the value from mpirun's own environment), so
+    their values never appear on the command line.
     """
     argv = ["mpirun", "--hostfile", hostfile, "-np", str(nnodes * launch.slots)]
     argv += ["--map-by", f"ppr:{launch.slots}:node", "--bind-to", "none"]
@@ -37,6 +40,8 @@ def mpirun_argv(
     exported = {"MASTER_ADDR": master_addr, "MASTER_PORT": str(launch.master_port), **run_env}
     for key, value in sorted(exported.items()):
         argv += ["-x", f"{key}={value}"]
+    for name in sorted(secrets):
+        argv += ["-x", name]
     return [*argv, "python", "-u", launch.script, *launch.args]
 
 
@@ -56,6 +61,7 @@ class Mpirun(Launcher):
             master_addr=context.master,
             as_root=spec.image.user.name == "root",
             env=dict(context.env),
+            secrets=context.secrets,
         )
         return LauncherCommand(tuple(argv))
 
