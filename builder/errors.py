@@ -8,7 +8,31 @@ traceback.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+SHOWN = 60
+"""How much of a value a message shows: a 1 MB value is named, not repeated."""
+
+
+def shown(value: object, *, quote: bool = True, limit: int = SHOWN) -> str:
+    """value for a message: its repr (or str), cut to limit characters with '...'."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+_LONG_WORD = re.compile(rf"\S{{{4 * SHOWN},}}")
+MAX_LINE = 2000
+
+
+def clipped(message: str) -> str:
+    """message with any long run of text cut (and every line held to MAX_LINE): the one
+    backstop, where messages are shown, for a value nobody shortened."""
+    short = _LONG_WORD.sub(lambda m: f"{m[0][:SHOWN]}... ({len(m[0])} characters)", message)
+    return "\n".join(
+        line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]}... ({len(line)} characters)"
+        for line in short.split("\n")
+    )
 
 
 class BuilderError(Exception):

@@ -14,15 +14,17 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder.cluster.nodelist import expand_nodelist
-from builder.errors import UsageError
+from builder.cluster.nodelist import expand_nodelist, host_name_problem
+from builder.errors import UsageError, shown
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
 
 MAX_SLOTS = 1024
-_TASKS = re.compile(r"^(\d+)(\(x\d+\))?$")
+_TASKS = re.compile(r"([0-9]{1,4})(\(x[0-9]{1,6}\))?")
+_COUNT = re.compile(r"[0-9]{1,4}")
+_LINE = re.compile(r"(\S+)\s+slots=([0-9]{1,4})")
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,13 @@ def hosts_from_slurm(env: Mapping[str, str], slots: int | None = None) -> list[H
 def _slurm_slots(env: Mapping[str, str]) -> int:
     for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_NTASKS_PER_NODE"):
         value = env.get(name, "").split(":")[-1]  # SLURM_GPUS_PER_NODE may be "a100:4"
-        if value.isdigit() and int(value) > 0:
+        if _COUNT.fullmatch(value) and int(value) > 0:
             return int(value)
-    match = _TASKS.match(env.get("SLURM_TASKS_PER_NODE", ""))
+    match = _TASKS.fullmatch(env.get("SLURM_TASKS_PER_NODE", ""))
     if match:
         return int(match[1])
     raise UsageError(
-        "cannot tell the slots per node from the Slurm job (no SLURM_GPUS_ON_NODE, "
+        "cannot tell the slots per node from the Slurm job (no usable SLURM_GPUS_ON_NODE, "
         "SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE): pass --slots N"
     )
 
@@ -92,15 +94,29 @@ def read_hostfile(path: Path) -> list[Host]:
     """The hosts of a hostfile, read as DeepSpeed reads it (blank and # lines skipped);
     a missing file, a bad line or a duplicate host is an error naming the line."""
     require_hostfile(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read hostfile {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number = raw_bytes[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{number}: not UTF-8 text; save the hostfile as UTF-8") from None
     hosts: list[Host] = []
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.split("#", 1)[0].strip(" \t\r")
         if not line:
             continue
-        match = re.fullmatch(r"(\S+)\s+slots=(\d+)", line)
+        match = _LINE.fullmatch(line)
         if match is None:
-            raise UsageError(f"{path}:{number}: {raw!r} is not `host slots=N`")
-        hosts.append(Host(match.group(1), int(match.group(2))))
+            raise UsageError(f"{path}:{number}: {shown(raw)} is not `host slots=N`")
+        problem = host_name_problem(match[1])
+        if problem:
+            raise UsageError(f"{path}:{number}: {problem}")
+        if not 1 <= int(match[2]) <= MAX_SLOTS:
+            raise UsageError(f"{path}:{number}: slots must be between 1 and {MAX_SLOTS}")
+        hosts.append(Host(match[1], int(match[2])))
     if not hosts:
         raise UsageError(f"{path} names no host")
     twice = sorted(name for name, count in Counter(h.name for h in hosts).items() if count > 1)
@@ -119,13 +135,26 @@ def choose_hosts(
     env: Mapping[str, str],
 ) -> list[Host]:
     """The hosts `builder hostfile` writes: --nodes, else the Slurm job, else the spec's launch."""
+    if slots is not None and not 1 <= slots <= MAX_SLOTS:
+        raise UsageError(f"--slots {slots}: give 1 to {MAX_SLOTS} processes per node")
     if from_slurm:
         if nodes:
             raise UsageError("--from-slurm takes the nodes from the Slurm job: drop --nodes")
-        return hosts_from_slurm(env, slots)
+        nodelist = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+        return _named(nodelist, lambda: hosts_from_slurm(env, slots))
     per_node = slots if slots is not None else (spec_slots if spec_slots is not None else 1)
     if nodes:
-        return hosts_from_nodes(nodes, per_node)
+        return _named("--nodes", lambda: hosts_from_nodes(nodes, per_node))
     if spec_nodes is None:
         raise UsageError("say which nodes: --nodes LIST, --from-slurm, or a spec (launch.nodes)")
-    return hosts_from_nodes(spec_nodes, per_node)
+    return _named("launch.nodes", lambda: hosts_from_nodes(spec_nodes, per_node))
+
+
+def _named(source: str, hosts: Callable[[], list[Host]]) -> list[Host]:
+    """hosts(), its error prefixed with where the nodes came from (an option, a variable)."""
+    try:
+        return hosts()
+    except UsageError as exc:
+        if str(exc).startswith("cannot tell the slots"):
+            raise
+        raise UsageError(f"{source}: {exc}") from None

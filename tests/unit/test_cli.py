@@ -202,7 +202,7 @@ def test_hostfile_from_nodes_spec_and_slurm(
     ("args", "message"),
     [
         (["hostfile", "--nodes", "n1,n1"], "n1 listed more than once"),
-        (["hostfile", "--nodes", "n1", "--slots", "0"], "slots must be between 1 and 1024"),
+        (["hostfile", "--nodes", "n1", "--slots", "0"], "--slots 0: give 1 to 1024"),
         (["hostfile", "--nodes", "n[1-2"], "'[' is never closed"),
         (["hostfile"], "say which nodes"),
     ],

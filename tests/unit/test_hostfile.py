@@ -30,7 +30,11 @@ def test_lines_in_rank_order_and_nothing_else() -> None:
         (["n1"], 0, "slots must be between 1 and 1024"),
         (["n1"], -2, "slots must be between"),
         (["n[1-2"], 1, "never closed"),
-        (["bad_host"], 1, "not a valid host name"),
+        (["bad_host"], 1, "cannot be in a node list"),
+        (["-bad"], 1, "not a valid host name"),
+        (["node1\n"], 1, "cannot be in a node list"),
+        (["n[0-65535]x[0-65535]"], 1, "names 4294967296 hosts"),
+        (["n[1-" + "9" * 5000 + "]"], 1, "up to 9 digits"),
         ([], 1, "no nodes given"),
     ],
 )
