@@ -24,7 +24,13 @@ import typing
 from enum import Enum
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
+from builder.errors import shown
+
 T = TypeVar("T")
+MAX_TEXT = 4096
+"""The longest string a record takes: longer is a mistake (or an attack), never a value."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Line breaks (Unicode's too), tabs, escapes: no spec string spans lines or moves the cursor."""
 Loc = tuple[str | int, ...]
 Check = typing.Callable[[Any], Any]
 
@@ -150,7 +156,10 @@ def _record(cls: type[Any], data: Any, loc: Loc, problems: list[tuple[Loc, str]]
         return None
     fields = {f.name: f for f in dataclasses.fields(cls)}
     problems.extend(
-        ((*loc, str(key)), f"unknown key {key!r}; check its spelling (see `builder schema`)")
+        (
+            (*loc, shown(key, quote=False)),
+            f"unknown key {shown(key)}; check its spelling (see `builder schema`)",
+        )
         for key in data
         if key not in field_names(cls)
     )
@@ -180,12 +189,12 @@ def _value(  # noqa: PLR0911 - one branch per kind of type
         return _value(inner, rule, data, loc, problems)
     if origin is Literal:
         if data not in args:
-            problems.append((loc, f"{data!r} is not one of {_choices(args)}"))
+            problems.append((loc, f"{shown(data)} is not one of {_choices(args)}"))
         return data
     if isinstance(tp, type) and issubclass(tp, Enum):
         values = [member.value for member in tp]
         if data not in values:
-            problems.append((loc, f"{data!r} is not one of {_choices(values)}"))
+            problems.append((loc, f"{shown(data)} is not one of {_choices(values)}"))
             return None
         return tp(data)
     if dataclasses.is_dataclass(tp):
@@ -231,11 +240,17 @@ def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -
     out: dict[str, str] = {}
     for key, value in data.items():
         if not isinstance(key, str) or (
-            rule.keys_pattern and not re.fullmatch(rule.keys_pattern, key)
+            _text_problem(key) or (rule.keys_pattern and not re.fullmatch(rule.keys_pattern, key))
         ):
-            problems.append(((*loc, str(key)), f"{key!r} is not a valid name here"))
+            problems.append(
+                ((*loc, shown(key, quote=False)), f"{shown(key)} is not a valid name here")
+            )
         elif not isinstance(value, str):
-            problems.append(((*loc, key), f"{_kind(value)} {value!r}: write the value in quotes"))
+            problems.append(
+                ((*loc, key), f"{_kind(value)} {shown(value)}: write the value in quotes")
+            )
+        elif found := _text_problem(value):
+            problems.append(((*loc, key), found))
         else:
             out[key] = value
     return _checked(rule, out, loc, problems, before)
@@ -246,30 +261,34 @@ def _scalar(tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, 
     # bool is an int to Python, never to a user: check it first and exactly.
     if tp is bool or isinstance(data, bool):
         if not isinstance(data, bool) or tp is not bool:
-            problems.append((loc, f"expected {_name(tp)}, got {_kind(data)} {data!r}"))
+            problems.append((loc, f"expected {_name(tp)}, got {_kind(data)} {shown(data)}"))
         return _checked(rule, data, loc, problems, before)
     if tp is str and isinstance(data, int | float):
         # YAML reads 3.10 as the float 3.1 and 12 as an int: the usual version typo.
         problems.append(
             (
                 loc,
-                f'YAML read {data!r} as a number; write it in quotes: {loc[-1]}: "{data}"'
+                f'YAML read {shown(data)} as a number; write it in quotes: {loc[-1]}: "{data}"'
                 + (" (unquoted, 3.10 becomes 3.1)" if isinstance(data, float) else ""),
             )
         )
         return None
     if not isinstance(data, tp):
-        shown = "" if data is None else f" {data!r}"
-        problems.append((loc, f"expected {_name(tp)}, got {_kind(data)}{shown}"))
+        value = "" if data is None or isinstance(data, dict | list) else f" {shown(data)}"
+        problems.append((loc, f"expected {_name(tp)}, got {_kind(data)}{value}"))
         return None
     if isinstance(data, str):
         choices = rule.choices() if rule.choices is not None else None
-        if choices is not None and data not in choices:
-            problems.append((loc, f"{data!r} is not one of {_choices(choices)}"))
+        if found := _text_problem(data):
+            problems.append((loc, found))
+        elif choices is not None and data not in choices:
+            problems.append((loc, f"{shown(data)} is not one of {_choices(choices)}"))
         elif rule.min_length is not None and len(data) < rule.min_length:
             problems.append((loc, "must not be empty"))
         elif rule.pattern is not None and not re.fullmatch(rule.pattern, data):
-            problems.append((loc, f"{data!r} is not a valid value here (pattern {rule.pattern})"))
+            problems.append(
+                (loc, f"{shown(data)} is not a valid value here (pattern {rule.pattern})")
+            )
     if isinstance(data, int):
         if rule.ge is not None and data < rule.ge:
             problems.append((loc, f"{data} is too small: the minimum is {rule.ge}"))
@@ -288,9 +307,22 @@ def _checked(rule: Rule, value: Any, loc: Loc, problems: list[tuple[Loc, str]], 
         return value
 
 
+def _text_problem(text: str) -> str | None:
+    """What makes text unfit for any record field: its size, a control character."""
+    if len(text) > MAX_TEXT:
+        return f"{len(text)} characters long; the most a value may have is {MAX_TEXT}"
+    found = _CONTROL.search(text)
+    if found:
+        return (
+            f"{shown(text)} holds the control character {found[0]!r} (a line break, tab or "
+            "escape); every value is one line of printable text"
+        )
+    return None
+
+
 def _choices(values: Any) -> str:
-    shown = [repr(v) for v in values]
-    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" or {shown[-1]}"
+    names = [repr(v) for v in values]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
 def _name(tp: Any) -> str:

@@ -51,6 +51,7 @@ from builder.image.steps import (
 )
 from builder.model import dump
 from builder.payload import payload_text
+from builder.spec.loader import read_requirements
 
 if TYPE_CHECKING:
     from builder.platforms.base import ResolvedImage
@@ -171,14 +172,10 @@ def _requirements_text(stack: Stack) -> str | None:
             f"image.requirements: {rel!r} is relative to a spec file, but this stack "
             "is a preset; write it out with `builder init` and load that file"
         )
-    path = stack.root / rel
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"image.requirements: cannot read {path} ({exc.strerror or exc}); the path is "
-            "relative to the spec file's folder"
-        ) from None
+        return read_requirements(stack.root, rel)
+    except ValueError as exc:
+        raise UsageError(f"image.requirements: {exc}") from None
 
 
 def _needs_entrypoint(stack: Stack) -> bool:

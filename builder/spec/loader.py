@@ -10,20 +10,24 @@ data is constructed from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import Problem, SpecError, UsageError
+from builder.errors import Problem, SpecError, UsageError, shown
 from builder.model import Invalid, parse
 from builder.spec.check import check_spec
 from builder.spec.presets import preset_text
 from builder.spec.records import Spec
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import yaml
 
 Path_ = tuple[str | int, ...]
+
+MAX_DEPTH = 32
+"""Deeper than any spec (about 5 levels) and far from Python's recursion limit."""
+MAX_SPEC_BYTES = 4 * 1024 * 1024
+MAX_REQUIREMENTS_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,15 +43,46 @@ class Stack:
 def load_spec(path: Path) -> Stack:
     """Load and validate a stack.yaml file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file():
+            raise FileNotFoundError(path) if not path.exists() else IsADirectoryError(path)
+        with path.open("rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(
             f"spec file {path} does not exist; create one with "
             "`builder init --preset NAME -o stack.yaml` or pass --preset NAME"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read spec file {path}: {exc}") from None
-    return Stack(parse_spec(text, str(path)), str(path), path.resolve().parent)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read spec file {path}: {exc.strerror or 'not a regular file'}"
+        ) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(
+            f"spec file {path} is larger than {MAX_SPEC_BYTES // 1024 // 1024} MiB; "
+            "a stack spec is a few dozen lines"
+        )
+    root = path.resolve().parent
+    return Stack(parse_spec(decoded(raw, str(path)), str(path), root), str(path), root)
+
+
+def decoded(raw: bytes, source: str) -> str:
+    """raw as UTF-8 text, or a SpecError naming the line of the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError(
+            source,
+            [
+                Problem(
+                    "(file)",
+                    f"byte 0x{raw[exc.start]:02x} in column {column} is not UTF-8; "
+                    "save the file as UTF-8 text",
+                    line,
+                )
+            ],
+        ) from None
 
 
 def load_preset(name: str) -> Stack:
@@ -65,8 +100,9 @@ def load_stack(spec_path: Path | None, preset: str | None) -> Stack:
     return load_spec(spec_path)
 
 
-def parse_spec(text: str, source: str) -> Spec:
-    """Parse YAML text into a Spec, raising one SpecError listing every problem."""
+def parse_spec(text: str, source: str, root: Path | None = None) -> Spec:
+    """Parse YAML text into a Spec, raising one SpecError listing every problem; with the
+    spec's folder (root), the files it names are checked too."""
     data, lines = _load_yaml(text, source)
     try:
         spec = parse(Spec, data)
@@ -74,12 +110,59 @@ def parse_spec(text: str, source: str) -> Spec:
         raise SpecError(
             source, [Problem(_join(loc), msg, _line_for(lines, loc)) for loc, msg in exc.problems]
         ) from None
-    problems = [
-        Problem(path, message, _line_for(lines, _split(path))) for path, message in check_spec(spec)
-    ]
+    found = check_spec(spec)
+    if root is not None and spec.image.requirements is not None:
+        try:
+            # A missing file is the renderer's to report: a hostfile needs none.
+            if requirements_path(root, spec.image.requirements).exists():
+                read_requirements(root, spec.image.requirements)
+        except ValueError as exc:
+            found.append(("image.requirements", str(exc)))
+    problems = [Problem(path, message, _line_for(lines, _split(path))) for path, message in found]
     if problems:
         raise SpecError(source, problems)
     return spec
+
+
+def requirements_path(root: Path, relative: str) -> Path:
+    """The requirements file named relative to the spec's folder (root), symlinks resolved,
+    or a ValueError: its bytes go into the output and the build context, so it must be
+    inside that folder and, where it exists, a regular file."""
+    if Path(relative).is_absolute():
+        raise ValueError(
+            f"{shown(relative)} is an absolute path; give a path relative to the spec's folder"
+        )
+    folder = root.resolve()
+    path = (folder / relative).resolve()
+    if not path.is_relative_to(folder):
+        raise ValueError(
+            f"{shown(relative)} is outside the spec's folder {folder} (after resolving "
+            "symlinks); copy the file next to the spec"
+        )
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path} is not a regular file; name a requirements.txt")
+    return path
+
+
+def read_requirements(root: Path, relative: str) -> str:
+    """The text of the requirements file (see requirements_path), or a ValueError naming
+    what is wrong: missing, unreadable, too large, not UTF-8 (with the line)."""
+    path = requirements_path(root, relative)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_REQUIREMENTS_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(
+            f"cannot read {path} ({exc.strerror or exc}); the path is relative to the spec "
+            "file's folder"
+        ) from None
+    if len(raw) > MAX_REQUIREMENTS_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_REQUIREMENTS_BYTES // 1024} KiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ValueError(f"{path} line {line} is not UTF-8 text; save it as UTF-8") from None
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
@@ -87,8 +170,13 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
 
     # libyaml's safe loader when PyYAML has it (several times faster), else pure Python
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    lines: dict[Path_, int] = {}
     try:
         node = loader.get_single_node()
+        if node is not None:
+            # Before construction: an alias bomb is a small node graph that only
+            # construction (and any walk of the data) blows up exponentially.
+            _walk(node, lines, source)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -109,38 +197,72 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
                 )
             ],
         )
-    lines: dict[Path_, int] = {}
-    duplicates: list[Problem] = []
-    if node is not None:
-        _walk(node, (), lines, duplicates)
-    if duplicates:
-        raise SpecError(source, duplicates)
     return data, lines
 
 
-def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], dups: list[Problem]) -> None:
+def _walk(root: yaml.Node, lines: dict[Path_, int], source: str) -> None:
+    """Record the line of every path; refuse aliases, merge keys, duplicate keys and
+    nesting deeper than a spec can be. Iterative: 10,000 levels are no RecursionError."""
     import yaml
 
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            if key in seen:
-                dups.append(
-                    Problem(
-                        _join((*path, key)),
-                        "key given twice; YAML would silently keep only the last one",
-                        key_node.start_mark.line + 1,
-                    )
+    problems: list[Problem] = []
+    seen_nodes: set[int] = set()
+    todo: list[tuple[yaml.Node, Path_, int]] = [(root, (), root.start_mark.line + 1)]
+    while todo:
+        node, path, line = todo.pop()
+        lines.setdefault(path, line)
+        if id(node) in seen_nodes:
+            problems.append(
+                Problem(
+                    _join(path),
+                    "YAML aliases (*name) are not accepted in a spec; "
+                    "write the value out where it is used",
+                    line,
                 )
-            seen.add(key)
-            key_path = (*path, key)
-            _walk(value_node, key_path, lines, dups)
-            lines[key_path] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, (*path, index), lines, dups)
+            )
+            break
+        seen_nodes.add(id(node))
+        if len(path) > MAX_DEPTH:
+            problems.append(
+                Problem(
+                    _join(path[:MAX_DEPTH]),
+                    f"nested deeper than {MAX_DEPTH} levels; a spec is a few levels deep",
+                    line,
+                )
+            )
+            break
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            children = []
+            for key_node, value_node in node.value:
+                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+                key_line = key_node.start_mark.line + 1
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    problems.append(
+                        Problem(
+                            _join(path),
+                            "YAML merge keys (<<) are not accepted in a spec; write the keys out",
+                            key_line,
+                        )
+                    )
+                elif key in keys:
+                    problems.append(
+                        Problem(
+                            _join((*path, key)),
+                            "key given twice; YAML would silently keep only the last one",
+                            key_line,
+                        )
+                    )
+                keys.add(key)
+                children.append((value_node, (*path, key), key_line))
+            todo.extend(reversed(children))
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(
+                (item, (*path, index), item.start_mark.line + 1)
+                for index, item in reversed(list(enumerate(node.value)))
+            )
+    if problems:
+        raise SpecError(source, problems)
 
 
 def _join(loc: Path_) -> str:

@@ -15,10 +15,13 @@ and ``launch.settings``. Cross-field rules live with them and in
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from builder import platforms
+from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
+from builder.errors import UsageError
 from builder.launch import launchers
 from builder.launch.runtimes import RUNTIMES
 from builder.model import field, json_schema
@@ -26,7 +29,8 @@ from builder.platforms.base import VERSION_PATTERN
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _IMAGE_NAME = r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
-_IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+"""A Docker image reference (name[:tag][@digest]) as one word: no blank, quote or '-' first."""
 _TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION = VERSION_PATTERN
 _PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$"
@@ -43,6 +47,25 @@ def _env_values(env: dict[str, str]) -> dict[str, str]:
         if "\n" in value or "\r" in value or "\0" in value:
             raise ValueError(f"the value of {key} contains a newline or NUL; put it on one line")
     return env
+
+
+def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
+    # Checked here, with the field's line, rather than when a hostfile is written.
+    names: list[str] = []
+    for entry in nodes:
+        try:
+            names += expand_nodelist(entry)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        if len(names) > MAX_HOSTS:
+            raise ValueError(f"the node lists name more than {MAX_HOSTS} hosts")
+    twice = sorted(name for name, count in Counter(names).items() if count > 1)
+    if twice:
+        raise ValueError(
+            f"{', '.join(twice[:5])} listed more than once; DeepSpeed refuses a hostfile "
+            "with duplicate hosts (give each node once)"
+        )
+    return nodes
 
 
 def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
@@ -93,7 +116,7 @@ class ImageSpec:
     tag: str = field("latest", pattern=_TAG, description="Image tag.")
     base: str | None = field(
         None,
-        pattern=_IMAGE_REF,
+        pattern=IMAGE_REF,
         description="Base image; default derived from accelerator, cuda/synapse and os.",
     )
     os: str | None = field(
@@ -192,6 +215,7 @@ class LaunchSpec:
         ("node1", "node2"),
         min_length=1,
         items_pattern=r"^\S+$",
+        check=_node_lists,
         description="Host names or Slurm node lists (gpu[01-04]); order = node rank.",
     )
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")

@@ -118,7 +118,7 @@ def test_path_is_not_settable() -> None:
 
 def test_multiline_env_value_is_rejected() -> None:
     found = problems(MINIMAL + '  env:\n    A: "one\\ntwo"\n')
-    assert "newline" in found[0].message
+    assert "line break" in found[0].message
 
 
 @pytest.mark.parametrize(
