@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import UsageError
+from builder.errors import UsageError, shown
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,8 +30,32 @@ HEADER = """\
 # `builder build` installs exactly this set (--no-lock ignores it);
 # `builder lock` writes it again from a new build. Generated: do not edit.
 """
-_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
-_VERSION = re.compile(r"^\S+$")
+# Every value of a lock reaches a Dockerfile or a .def (FROM, apt-get install name=version,
+# pip's constraints): each is checked whole against what its tool accepts, at load.
+_HEX64 = "[0-9a-f]{64}"
+_REFERENCE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}"
+_FIELDS: dict[str, re.Pattern[str]] = {
+    "stack": re.compile(r"[a-z0-9][a-z0-9._-]{0,127}"),
+    "spec-hash": re.compile("[0-9a-f]{1,64}"),
+    "image": re.compile(_REFERENCE),
+    "base.reference": re.compile(_REFERENCE),
+    "base.id": re.compile("sha256:[0-9a-f]{1,64}"),
+    "base.digest": re.compile(rf"[a-z0-9][a-z0-9._/:-]{{0,254}}@sha256:{_HEX64}"),
+}
+# Debian policy 5.6.1 (names) and 5.6.12 (versions: [epoch:]upstream[-revision])
+_APT_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]{1,127}")
+_APT_VERSION = re.compile(r"(?:[0-9]{1,9}:)?[A-Za-z0-9][A-Za-z0-9.+~-]{0,127}")
+# PEP 508 names; PEP 440 versions as packaging reads them (public and local parts)
+_PIP_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+_PIP_VERSION = re.compile(
+    r"v?(?:[0-9]{1,9}!)?[0-9]{1,20}(?:\.[0-9]{1,20}){0,15}"
+    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]{0,20})?"
+    r"(?:-[0-9]{1,20}|[-_.]?(?:post|rev|r)[-_.]?[0-9]{0,20})?"
+    r"(?:[-_.]?dev[-_.]?[0-9]{0,20})?"
+    r"(?:\+[a-z0-9]{1,32}(?:[-_.][a-z0-9]{1,32}){0,15})?",
+    re.IGNORECASE,
+)
+_MAX_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -86,35 +110,104 @@ def read_lock(path: Path) -> Lock:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
+        raw = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
+    try:
+        data = _safe_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
         raise UsageError(
-            f"{path} is not valid YAML ({exc}); write it again: builder lock"
+            f"{path} (line {line}) is not UTF-8 text; write it again with `builder lock`"
+        ) from None
+    except (yaml.YAMLError, ValueError) as exc:
+        raise UsageError(
+            f"{path} is not valid YAML ({shown(exc, quote=False, limit=300)}); "
+            "write it again: builder lock"
         ) from None
     try:
         return _parse(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(
-            f"{path} is not a builder lock ({exc}); write it again with `builder lock`"
+            f"{path} is not a builder lock ({shown(exc, quote=False, limit=300)}); write it "
+            "again with `builder lock`"
         ) from None
+
+
+def _safe_yaml(text: str) -> Any:
+    """YAML data without aliases (an alias bomb is a few hundred bytes) or deep nesting."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        todo, seen = ([(node, 0)] if node is not None else []), set()
+        while todo:
+            current, depth = todo.pop()
+            if id(current) in seen or depth > _MAX_DEPTH:
+                raise ValueError(
+                    f"line {current.start_mark.line + 1}: "
+                    + (
+                        "a YAML alias, which a lock never has"
+                        if id(current) in seen
+                        else "nested deeper than a lock is"
+                    )
+                )
+            seen.add(id(current))
+            if isinstance(current, yaml.MappingNode):
+                todo += [(child, depth + 1) for pair in current.value for child in pair]
+            elif isinstance(current, yaml.SequenceNode):
+                todo += [(child, depth + 1) for child in current.value]
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
 
 
 def _parse(data: Any) -> Lock:
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ValueError(f"version must be {VERSION}")
     base = data["base"]
-    python = {str(k): str(v) for k, v in (data.get("python") or {}).items()}
-    apt = {str(k): str(v) for k, v in (data.get("apt") or {}).items()}
-    for name, version in [*python.items(), *apt.items()]:
-        if not _NAME.match(name) or not _VERSION.match(version):
-            raise ValueError(f"bad package entry {name}: {version}")
+    if not isinstance(base, dict):
+        raise TypeError("base must be a mapping of reference, id and digest")
+    values = {
+        "stack": data["stack"],
+        "spec-hash": data["spec-hash"],
+        "image": data["image"],
+        "base.reference": base["reference"],
+        "base.id": base["id"],
+        "base.digest": base.get("digest") or "",
+    }
+    for key, value in values.items():
+        if key == "base.digest" and not value:
+            continue
+        if not isinstance(value, str) or not _FIELDS[key].fullmatch(value):
+            raise ValueError(f"{key}: {shown(value)} is not a valid value")
     return Lock(
-        stack=str(data["stack"]),
-        spec_hash=str(data["spec-hash"]),
-        image=str(data["image"]),
-        base=Base(str(base["reference"]), str(base["id"]), base.get("digest")),
-        python=python,
-        apt=apt,
+        stack=values["stack"],
+        spec_hash=values["spec-hash"],
+        image=values["image"],
+        base=Base(values["base.reference"], values["base.id"], values["base.digest"] or None),
+        python=_packages(data.get("python"), "python", _PIP_NAME, _PIP_VERSION),
+        apt=_packages(data.get("apt"), "apt", _APT_NAME, _APT_VERSION),
     )
+
+
+def _packages(
+    data: Any, section: str, name: re.Pattern[str], version: re.Pattern[str]
+) -> dict[str, str]:
+    """A section of name: version pairs, each checked against what its installer accepts."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TypeError(f"{section} must be a mapping of package: version")
+    found: dict[str, str] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or not name.fullmatch(key):
+            raise ValueError(f"{section}: {shown(key)} is not a package name")
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise TypeError(f"{section}.{key}: {shown(value)} is not a version")
+        text = str(value)
+        if not version.fullmatch(text):
+            raise ValueError(f"{section}.{key}: {shown(text)} is not a valid version")
+        found[key] = text
+    return found

@@ -22,11 +22,13 @@ if TYPE_CHECKING:
 
 STACK = load_preset("cpu-deepspeed")
 IMAGE = "builder/cpu-deepspeed:latest"
+BASE_ID = "sha256:" + "b" * 64
+BASE_DIGEST = "debian@sha256:" + "5f0c" * 16
 BASE = FakeImage(
-    "sha256:base",
+    BASE_ID,
     ("debian:bookworm-slim",),
     apt={"base-files": "12.4+deb12u11", "libc6": "2.36-9+deb12u9", "tzdata": "2025a-0"},
-    digest="debian@sha256:5f0c",
+    digest=BASE_DIGEST,
 )
 PYTHON = {"deepspeed": "0.19.8", "numpy": "2.3.1", "torch": "2.13.0"}
 APT = {
@@ -51,7 +53,7 @@ def test_a_lock_holds_the_base_every_python_package_and_only_the_debs_added() ->
     assert lock.stack == "cpu-deepspeed"
     assert lock.spec_hash == "0a1b2c"
     assert lock.image == IMAGE
-    assert lock.base == Base("debian:bookworm-slim", "sha256:base", "debian@sha256:5f0c")
+    assert lock.base == Base("debian:bookworm-slim", BASE_ID, BASE_DIGEST)
     assert lock.python == PYTHON
     assert lock.apt == {
         "libc6": "2.36-9+deb12u10",
