@@ -14,10 +14,11 @@ from typing import Annotated, Any
 
 import typer
 import typer.main
+from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from builder._version import __version__
-from builder.errors import BuilderError
+from builder.errors import BuilderError, clipped
 
 COMMANDS: dict[str, str] = {
     # the stack and its files (no engine), and their linters
@@ -75,8 +76,11 @@ class BuilderGroup(TyperGroup):
         except BuilderError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            typer.secho(f"error: {clipped(str(exc))}", fg=typer.colors.RED, err=True)
             raise typer.Exit(exc.exit_code) from None
+        except ClickUsageError as exc:
+            exc.message = clipped(exc.message)  # an option's value, shown whole by click
+            raise
 
 
 app = typer.Typer(

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from builder.errors import UsageError
+from builder.errors import UsageError, shown
 from builder.image.context import FORMATS
 from builder.image.inputs import load_inputs
-from builder.lock.apply import with_lock
+from builder.lock.apply import check_base, with_lock
 from builder.output import OutputFile, write_files
 from builder.spec.loader import load_stack
+from builder.spec.records import ENV_NAME, IMAGE_REF
 
 if TYPE_CHECKING:
     from builder.engine.base import Engine
     from builder.image.context import Format
     from builder.image.inputs import BuildInputs
     from builder.spec.loader import Stack
+
+MAX_REFERENCE = 512
 
 SpecArg = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
@@ -128,6 +132,13 @@ def locked(
     return inputs
 
 
+def check_locked_base(inputs: BuildInputs, engine: Engine) -> None:
+    """The engine half of ``locked``: a build reads and checks its lock (``locked`` with
+    engine None) before connecting, then checks the locked base here."""
+    if inputs.lock is not None:
+        check_base(inputs.lock, engine)
+
+
 def stack_of(spec: Path | None, preset: str | None) -> Stack:
     return load_stack(spec, preset)
 
@@ -151,15 +162,35 @@ def key_values(items: list[str], option: str) -> dict[str, str]:
     pairs = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{option} {item!r}: write it as KEY=VALUE")
+        if not sep or not re.fullmatch(ENV_NAME, key) or not value.isprintable():
+            raise UsageError(
+                f"{option} {shown(item)}: write it as KEY=VALUE (a name of letters, digits "
+                "and _, a one-line value)"
+            )
         pairs[key] = value
     return pairs
 
 
+def image_option(value: str | None, option: str = "--image") -> str | None:
+    """An image reference given on the command line, checked before any engine is asked."""
+    if value is not None and (len(value) > MAX_REFERENCE or not re.fullmatch(IMAGE_REF, value)):
+        raise UsageError(
+            f"{option} {shown(value)}: not an image reference (name[:tag], letters, digits "
+            "and ._/:@+- only)"
+        )
+    return value
+
+
+def text_option(value: str | None, option: str) -> str | None:
+    """A one-line option value: no line break or other control character."""
+    if value is not None and (not value or not value.isprintable()):
+        raise UsageError(f"{option} {shown(value)}: give one line of printable text")
+    return value
+
+
 def choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
     if value not in choices:
-        raise UsageError(f"{option} {value!r}: choose one of {', '.join(choices)}")
+        raise UsageError(f"{option} {shown(value)}: choose one of {', '.join(choices)}")
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Annotated, Optional
 
@@ -11,10 +12,19 @@ import typer
 from builder.cli.app import app
 
 # typer resolves the annotations at run time, so these stay real imports
-from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg  # noqa: TC001
+from builder.cli.options import (
+    ImageOpt,
+    JsonOpt,
+    PresetOpt,
+    SpecArg,
+    choice,
+    image_option,
+    text_option,
+)
 from builder.engine.docker import connect
 from builder.errors import RehearsalFailed, UsageError
 from builder.rehearse.report import rank_table
+from builder.rehearse.run import MAX_NODES, rehearsal_launchers
 from builder.rehearse.run import rehearse as run_rehearsal
 from builder.spec.loader import load_stack
 
@@ -57,6 +67,8 @@ def rehearse(
     stack = load_stack(spec, preset) if (spec or preset) else None
     if stack is None and image is None:
         raise UsageError("say what to rehearse: a spec file, --preset NAME or --image NAME:TAG")
+    check_options(image=image, nodes=nodes, launcher=launcher, script=script, args=args,
+                  timeout=timeout)  # fmt: skip
     outcome = run_rehearsal(
         stack.spec if stack else None,
         image=image,
@@ -83,3 +95,27 @@ def rehearse(
         )
     what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
     typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}", err=as_json)
+
+
+def check_options(
+    *,
+    image: str | None,
+    nodes: int,
+    launcher: str | None,
+    script: str | None,
+    args: list[str] | None,
+    timeout: float,
+) -> None:
+    """What the options can get wrong on their own, refused before the engine is asked."""
+    image_option(image)
+    if not 1 <= nodes <= MAX_NODES:
+        raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
+    if launcher is not None and launcher not in rehearsal_launchers():
+        choice(launcher, "--launcher", rehearsal_launchers())
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"--timeout {timeout}: give the seconds the job may take (above 0)")
+    text_option(script, "--script")
+    if args and script is None:
+        raise UsageError(
+            "the arguments after -- are the script's: give --script FILE (the probe job takes none)"
+        )
