@@ -1,0 +1,1 @@
+"""The hostile-input corpus: bad and tricky inputs for every command (``corpus.py``)."""
