@@ -195,5 +195,5 @@ def choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
 
 
 def image_ref(stack: Stack, image: str | None) -> str:
-    """--image, or the spec's name:tag."""
-    return image or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    """--image (checked), or the spec's name:tag."""
+    return image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"

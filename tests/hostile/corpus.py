@@ -24,7 +24,6 @@ HOSTILE = "stack.yaml"
 OWN_ENGINE_CLI = "engine commands (builder/cli/environment.py, builder/cli/image.py)"
 OWN_INPUTS = "build inputs (builder/image/inputs.py)"
 OWN_SIF = "runtimes (builder/launch/runtimes.py)"
-OWN_SLURM = "secrets/slurm (builder/launch/slurm.py)"
 
 
 @dataclass(frozen=True)
@@ -610,8 +609,6 @@ for name in ("launch", "bundle", "slurm"):
         (name, "--preset", "cpu-deepspeed", "--image", "demo:latest\nRUN id"),
         USAGE,
         "--image",
-        xfail=f"{OWN_SLURM if name == 'slurm' else 'launch plan (builder/launch/)'}: "
-        "--image is not checked",
     )
 case("launch-unknown-option", "launch --preset cpu-deepspeed --nodes n1", USAGE, "--nodes")
 case(
