@@ -20,6 +20,7 @@ from builder.cli.options import (
     PresetOpt,
     RuntimeOpt,
     SpecArg,
+    image_option,
     image_ref,
     print_or_write,
     stack_of,
@@ -70,13 +71,16 @@ def keys(
     spec: SpecArg = None,
     preset: PresetOpt = None,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Folder for the key pair (made 0700).")
+        Path,
+        typer.Option(
+            "--output", "-o", help="Folder for the keys (made 0700; an existing one must be 0700)."
+        ),
     ] = Path("cluster"),
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing key (locks out old nodes).")
     ] = False,
 ) -> None:
-    """Make the cluster's ed25519 key pair, authorized_keys and an ssh_config."""
+    """Make the cluster's login and host key pairs, authorized_keys, known_hosts, an ssh_config."""
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
@@ -208,5 +212,5 @@ def sif(
     as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
 ) -> None:
     """Print the command that builds a SIF from an image of the local Docker engine."""
-    argv = sif_build_argv(image, output=output, program=program)
+    argv = sif_build_argv(image_option(image, "IMAGE") or image, output=output, program=program)
     typer.echo(json.dumps(argv) if as_json else shlex.join(argv))

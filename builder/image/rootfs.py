@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from builder.cluster.keys import NODE_CONFIG, NODE_KNOWN_HOSTS
 from builder.contract import CLUSTER_DIR
 from builder.templating import render_template
 
@@ -45,6 +46,8 @@ def rootfs_files(spec: Spec) -> tuple[ContextFile, ...]:
         "uid": image.user.uid,
         "home": home,
         "ssh": image.ssh.enabled,
+        "node_config": NODE_CONFIG,
+        "known_hosts": NODE_KNOWN_HOSTS,
     }
     if image.ssh.enabled:
         files.append(_file("/etc/ssh/sshd_config", 0o644, "sshd_config.j2", context))

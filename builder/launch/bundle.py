@@ -1,8 +1,10 @@
 """`builder bundle`: one folder with everything a run needs, and a README saying how.
 
-keys (made once, kept on later bundles), hostfile, .deepspeed_env, the launch
-commands as a script, the plan as JSON. The folder is what `builder launch`
-mounts read-only at /etc/builder/cluster on every node.
+keys (made once, kept on later bundles), the nodes' ssh client config,
+hostfile, .deepspeed_env, the launch commands as a script, the plan as JSON.
+The folder is what `builder launch` mounts read-only at /etc/builder/cluster
+on every node. Everything is prepared first (keys included) and written in one
+``write_files`` call: a refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +15,18 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
-from builder.cluster.keys import AUTHORIZED, PRIVATE, make_keys
+from builder.cluster.keys import (
+    AUTHORIZED,
+    HOST_PRIVATE,
+    NODE_SSH_CONFIG,
+    SSH_CONFIG,
+    host_ssh_config,
+    kept_or_new,
+    node_ssh_config,
+)
 from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, launch_plan
-from builder.output import OutputFile, write_files
+from builder.output import OutputFile, check_private, write_files
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,23 +43,30 @@ def write_bundle(
     runtime: str | None = None,
     launcher: str | None = None,
 ) -> list[Path]:
-    """Write the bundle; an existing key is kept (a new one would lock out running nodes)."""
+    """Write the bundle; an existing key is kept (a new one would lock out running nodes).
+
+    A folder made here is 0700; an existing one keeps its mode and owner, and is
+    refused if other users may enter it (it holds the cluster's private keys).
+    """
+    check_private(directory)
     plan = launch_plan(
         spec, image=image, cluster_dir=str(directory.resolve()), runtime=runtime, launcher=launcher
     )
+    hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
+    port = spec.image.ssh.port
     files = [
-        OutputFile(
-            HOSTFILE, 0o644, hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
-        ),
+        OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
         OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
         OutputFile("launch.sh", 0o755, _script(plan, str(directory.resolve()))),
         OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
         OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
+        OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
+        OutputFile(SSH_CONFIG, 0o600, host_ssh_config(directory, port)),
+        *kept_or_new(directory, comment=f"builder-{spec.name}", force=force),
     ]
-    written = write_files(files, directory, force=force)
-    if not (directory / PRIVATE).exists():
-        written += make_keys(directory, port=spec.image.ssh.port, comment=f"builder-{spec.name}")
-    return written
+    # Files from other modules join the same all-or-nothing write here, e.g. the
+    # 0600 secrets.env of builder/launch/secrets.py: files += [OutputFile(...), ...]
+    return write_files(files, directory, force=force, private=True)
 
 
 def _script(plan: LaunchPlan, directory: str) -> str:
@@ -71,7 +88,7 @@ def _script(plan: LaunchPlan, directory: str) -> str:
         f"# usage: sh launch.sh {{{names}}}   (written by builder; plan.json has the argv)",
         "set -eu",
         f"cluster={shlex.quote(directory)}",
-        f"for file in {HOSTFILE} {DSENV} {AUTHORIZED}; do",
+        f"for file in {HOSTFILE} {DSENV} {AUTHORIZED} {HOST_PRIVATE}; do",
         '    if [ ! -f "$cluster/$file" ]; then',
         '        echo "launch.sh: $cluster/$file is missing on this node; copy the bundle'
         ' folder to every node at that path" >&2',
@@ -105,10 +122,17 @@ def _readme(spec: Spec, image: str, launcher: str, runtime: str) -> str:
 
 Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots} slot(s) each.
 
-- `id_ed25519`, `id_ed25519.pub`, `authorized_keys`: this cluster's key pair
-  (kept when the bundle is written again). Copy this folder to every node, at
-  the same path; containers mount it read-only at /etc/builder/cluster.
-- `ssh_config`: `ssh -F ssh_config NODE` reaches a node's container.
+- `id_ed25519`, `id_ed25519.pub`, `authorized_keys`: this cluster's login key
+  pair; `ssh_host_ed25519_key`, `.pub`: the host key every node's sshd shows,
+  pinned by `ssh_known_hosts`. Both are kept when the bundle is written again;
+  keep this folder private (it is 0700 when builder makes it). Copy it to
+  every node, at the same path; containers mount it read-only at
+  /etc/builder/cluster.
+- `node_ssh_config`: how the containers reach each other: only the nodes
+  {nodes}, each of which must show the cluster host key (the entrypoint
+  installs it with `ssh_known_hosts` under /etc/ssh).
+- `ssh_config`: `ssh -F ssh_config NODE` reaches a node's container, checking
+  the cluster host key.
 - `hostfile`: `host slots=N` lines in node-rank order (DeepSpeed, mpirun).
 - `.deepspeed_env`: what DeepSpeed's pdsh launcher exports on every node.
 - `launch.sh`: on each node `sh launch.sh NODE` starts what that node runs;

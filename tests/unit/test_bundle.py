@@ -7,9 +7,13 @@ import stat
 import subprocess
 from typing import TYPE_CHECKING
 
+import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
+from builder.errors import OutputExists
+from builder.launch.bundle import write_bundle
+from builder.spec.loader import load_preset
 from tests.conftest import real_tool
 
 if TYPE_CHECKING:
@@ -28,8 +32,12 @@ def test_the_bundle_holds_everything(tmp_path: Path) -> None:
     bundle(folder)
     assert sorted(p.name for p in folder.iterdir()) == [
         ".deepspeed_env", "README.md", "authorized_keys", "hostfile", "id_ed25519",
-        "id_ed25519.pub", "launch.sh", "plan.json", "ssh_config",
+        "id_ed25519.pub", "launch.sh", "node_ssh_config", "plan.json", "ssh_config",
+        "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub", "ssh_known_hosts",
     ]  # fmt: skip
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "ssh_host_ed25519_key").stat().st_mode) == 0o600
+    assert (folder / "node_ssh_config").read_text().count("\nHost node1 node2\n") == 1
     assert (folder / "hostfile").read_text() == "node1 slots=2\nnode2 slots=2\n"
     assert (folder / ".deepspeed_env").read_text() == "GLOO_SOCKET_IFNAME=eth0\n"
     assert stat.S_IMODE((folder / "id_ed25519").stat().st_mode) == 0o600
@@ -41,8 +49,10 @@ def test_the_key_is_kept_when_the_bundle_is_written_again(tmp_path: Path) -> Non
     folder = tmp_path / "cluster"
     bundle(folder)
     key = (folder / "id_ed25519").read_text()
+    host_key = (folder / "ssh_host_ed25519_key").read_text()
     bundle(folder, "--launcher", "torchrun", "--force")
     assert (folder / "id_ed25519").read_text() == key
+    assert (folder / "ssh_host_ed25519_key").read_text() == host_key
     assert json.loads((folder / "plan.json").read_text())["launcher"] == "torchrun"
 
 
@@ -78,3 +88,73 @@ def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) 
     assert result.returncode == 1
     assert "ran" not in result.stdout
     assert f"{folder}/hostfile is missing on this node" in result.stderr
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    return {
+        str(p.relative_to(root)): (p.lstat().st_mode, p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_a_bundle_of_an_older_builder_gets_a_host_key_and_keeps_its_login_key(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cluster"
+    bundle(folder)
+    for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub", "ssh_known_hosts"):
+        (folder / name).unlink()
+    key = (folder / "id_ed25519").read_text()
+    bundle(folder)
+    assert (folder / "id_ed25519").read_text() == key
+    assert (folder / "ssh_known_hosts").read_text().startswith("builder-cluster ssh-ed25519 ")
+
+
+def test_half_a_key_pair_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    folder.mkdir(mode=0o700)
+    (folder / "authorized_keys").write_text("ssh-ed25519 AAAA old\n")
+    before = snapshot(folder)
+    result = CliRunner().invoke(app, ["bundle", "--preset", "cpu-deepspeed", "-o", str(folder)])
+    assert result.exit_code == 2
+    assert "half a key pair" in result.stderr
+    assert "id_ed25519" in result.stderr
+    assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o1777])
+def test_an_open_folder_is_refused_and_its_mode_kept(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    (folder / "keep").write_text("x")
+    before = snapshot(folder)
+    result = CliRunner().invoke(
+        app, ["bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--force"]
+    )
+    assert result.exit_code == 2
+    assert f"mode {mode:04o}" in result.stderr
+    assert snapshot(folder) == before
+
+
+def test_a_folder_where_a_file_goes_is_refused_with_force(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    (folder / "hostfile").mkdir(parents=True)
+    folder.chmod(0o700)
+    before = snapshot(folder)
+    result = CliRunner().invoke(
+        app, ["bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--force"]
+    )
+    assert result.exit_code == 2
+    assert "hostfile is a folder" in result.stderr
+    assert "Traceback" not in result.output
+    assert snapshot(folder) == before
+
+
+def test_a_refusal_for_one_file_writes_no_key(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    folder.mkdir(mode=0o700)
+    (folder / "hostfile").write_text("mine slots=1\n")
+    with pytest.raises(OutputExists):
+        write_bundle(load_preset("cpu-deepspeed").spec, folder, image="demo:latest", force=False)
+    assert sorted(p.name for p in folder.iterdir()) == ["hostfile"]
