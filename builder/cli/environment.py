@@ -17,13 +17,16 @@ from builder.cli.options import (
     JsonOpt,
     PresetOpt,
     SpecArg,
+    image_option,
     image_ref,
     stack_of,
+    text_option,
 )
 from builder.engine.docker import connect
-from builder.errors import DriftFound, UsageError
+from builder.errors import DriftFound, UsageError, shown
 from builder.fingerprint.compare import difference_table, differences
 from builder.fingerprint.sources import (
+    is_lock_reference,
     of_container,
     of_containers,
     of_hosts,
@@ -55,7 +58,10 @@ def lock(
     target = output or (lock_path(spec) if spec is not None else None)
     if target is None:
         raise UsageError("a preset has no folder for its lock: pass -o FILE.lock")
-    taken = take_lock(stack, connect(), image_ref(stack, image))
+    if target.is_dir():
+        raise UsageError(f"-o {target} is a folder; give the lock file's path (FILE.lock)")
+    reference = image_ref(stack, image)  # every option is checked before the engine is asked
+    taken = take_lock(stack, connect(), reference)
     write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
     typer.echo(
         f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "
@@ -79,6 +85,8 @@ def fingerprint(
     """Show an environment's fingerprint: OS, Python, packages, torch build, NCCL/HCCL, env."""
     if (image is None) == (container is None):
         raise UsageError("give an image or --container NAME (one of them)")
+    image_option(image, "IMAGE")
+    text_option(container, "--container")
     engine = connect()
     found = of_container(engine, container) if container else of_image(engine, image or "")
     typer.echo(json.dumps(found.as_data(), indent=2) if as_json else found.summary(), nl=as_json)
@@ -110,6 +118,12 @@ def verify(
         nodes = of_hosts(hostfile, ssh_config)
     elif containers is not None and hostfile is None:
         names = [name.strip() for name in containers.split(",") if name.strip()]
+        if not names or not all(name.isprintable() for name in names):
+            raise UsageError(
+                f"--containers {shown(containers)}: name the running containers, "
+                "comma-separated (node1,node2)"
+            )
+        image_option(image)
         nodes = of_containers(engine(), names)
     else:
         raise UsageError("say which nodes: --hostfile FILE or --containers a,b,c (one of them)")
@@ -124,9 +138,10 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare two environments (images, containers or a lock); exit 13 when they differ."""
-    engine = connect()
-    _report([of_reference(engine, first), of_reference(engine, second)], None,
-            as_json=as_json, what="environments")  # fmt: skip
+    engine = cache(connect)  # lock files are read first: a bad one never waits for the engine
+    operands = sorted((first, second), key=lambda ref: not is_lock_reference(ref))
+    found = {ref: of_reference(engine, ref) for ref in operands}
+    _report([found[first], found[second]], None, as_json=as_json, what="environments")
 
 
 def _report(

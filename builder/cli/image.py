@@ -19,7 +19,9 @@ from builder.cli.options import (
     SpecArg,
     TrustCaOpt,
     WheelhouseOpt,
+    check_locked_base,
     choice,
+    image_option,
     inputs_of,
     key_values,
     locked,
@@ -29,6 +31,7 @@ from builder.engine.build import build_image
 from builder.engine.docker import connect
 from builder.engine.images import inspect_image, report_text
 from builder.engine.progress import progress_for
+from builder.image.inputs import with_base
 
 
 @app.command()
@@ -62,16 +65,21 @@ def build(
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
-    engine = connect()
-    inputs = locked(stack, inputs, None if no_lock else spec, engine)
+    stack = with_base(stack, inputs)  # --base-image checked against the spec here, too
+    inputs = locked(stack, inputs, None if no_lock else spec, None)
+    build_args = key_values(build_arg or [], "--build-arg")
+    shown_as = progress_for(choice(progress, "--progress", ("auto", "tty", "plain", "quiet")))
+    reference = image_option(tag, "--tag")
+    engine = connect()  # every option is checked before the engine is asked
+    check_locked_base(inputs, engine)
     result = build_image(
         stack,
         inputs,
         engine=engine,
-        reference=tag,
-        build_args=key_values(build_arg or [], "--build-arg"),
+        reference=reference,
+        build_args=build_args,
         nocache=no_cache,
-        progress=progress_for(choice(progress, "--progress", ("auto", "tty", "plain", "quiet"))),
+        progress=shown_as,
     )
     typer.echo(result.reference)
 
@@ -82,5 +90,5 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Show which spec built an image (labels, spec hash), its size and layers."""
-    report = inspect_image(image)
+    report = inspect_image(image_option(image, "IMAGE") or image)
     typer.echo(json.dumps(report, indent=2) if as_json else report_text(report))

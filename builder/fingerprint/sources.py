@@ -3,6 +3,7 @@ nodes over ssh, and lock files; collected in parallel."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -12,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.hostfile import read_hostfile
 from builder.contract import SPEC_HASH_LABEL
-from builder.errors import BuildError, NotInEngine, ToolMissing, UsageError
+from builder.errors import BuildError, NotInEngine, ToolMissing, UsageError, shown
 from builder.fingerprint.compare import PARTIAL
 from builder.fingerprint.record import Fingerprint, parse_collected
 from builder.lock.file import read_lock
 from builder.payload import payload_text
+from builder.spec.records import IMAGE_REF
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -92,14 +94,24 @@ def of_lock(path: Path) -> Fingerprint:
     return Fingerprint(str(path), data)
 
 
-def of_reference(engine: Engine, reference: str) -> Fingerprint:
-    """diff's operands: a lock file, `container:NAME`, or an image."""
-    if reference.startswith(CONTAINER):
-        return of_container(engine, reference.removeprefix(CONTAINER))
-    if reference.endswith(".lock"):
+def is_lock_reference(reference: str) -> bool:
+    """Whether a diff operand names a lock file (read without an engine)."""
+    return reference.endswith(".lock") and not reference.startswith(CONTAINER)
+
+
+def of_reference(engine: Callable[[], Engine], reference: str) -> Fingerprint:
+    """diff's operands: a lock file, `container:NAME`, or an image. The engine is asked
+    for (``engine()``) only by the operands that need it."""
+    if is_lock_reference(reference):
         if not Path(reference).is_file():
-            raise UsageError(f"lock file {reference} does not exist")
+            raise UsageError(f"lock file {shown(reference)} does not exist")
         return of_lock(Path(reference))
-    if not engine.exists(reference):
+    if reference.startswith(CONTAINER):
+        return of_container(engine(), reference.removeprefix(CONTAINER))
+    if len(reference) > 512 or not re.fullmatch(IMAGE_REF, reference):
+        raise UsageError(
+            f"{shown(reference)} is not an image, container:NAME or FILE.lock to compare"
+        )
+    if not engine().exists(reference):
         raise NotInEngine(f"image {reference} is not in the local engine (and no such lock file)")
-    return of_image(engine, reference)
+    return of_image(engine(), reference)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from builder.errors import Problem, SpecError, UsageError
+from builder.errors import Problem, SpecError, UsageError, shown
 from builder.spec.check import check_spec
+from builder.spec.records import IMAGE_REF
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,6 +80,13 @@ def load_inputs(
         check_index_url(pip_index_url, "--pip-index-url")
     for url in pip_extra_index_urls:
         check_index_url(url, "--pip-extra-index-url")
+    if base_image is not None and (
+        len(base_image) > 512 or not re.fullmatch(IMAGE_REF, base_image)
+    ):
+        raise UsageError(
+            f"--base-image {shown(base_image)}: not an image reference (name[:tag][@digest]; "
+            "letters, digits and ._/:@+- only)"
+        )
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
     return BuildInputs(
