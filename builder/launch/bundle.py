@@ -26,6 +26,7 @@ from builder.cluster.keys import (
 )
 from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, launch_plan
+from builder.launch.secrets import secret_files
 from builder.output import OutputFile, check_private, write_files
 
 if TYPE_CHECKING:
@@ -54,22 +55,23 @@ def write_bundle(
     )
     hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
     port = spec.image.ssh.port
+    secrets = secret_files(spec)  # 0600; none when launch.env holds no secret
+    needed = [HOSTFILE, DSENV, AUTHORIZED, HOST_PRIVATE, *(f.path for f in secrets)]
     files = [
         OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
         OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
-        OutputFile("launch.sh", 0o755, _script(plan, str(directory.resolve()))),
+        OutputFile("launch.sh", 0o755, _script(plan, str(directory.resolve()), needed)),
         OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
         OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
         OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
         OutputFile(SSH_CONFIG, 0o600, host_ssh_config(directory, port)),
         *kept_or_new(directory, comment=f"builder-{spec.name}", force=force),
     ]
-    # Files from other modules join the same all-or-nothing write here, e.g. the
-    # 0600 secrets.env of builder/launch/secrets.py: files += [OutputFile(...), ...]
+    files += secrets
     return write_files(files, directory, force=force, private=True)
 
 
-def _script(plan: LaunchPlan, directory: str) -> str:
+def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
     """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run.
 
     It first checks that the bundle is where the commands expect it: `docker run
@@ -88,7 +90,7 @@ def _script(plan: LaunchPlan, directory: str) -> str:
         f"# usage: sh launch.sh {{{names}}}   (written by builder; plan.json has the argv)",
         "set -eu",
         f"cluster={shlex.quote(directory)}",
-        f"for file in {HOSTFILE} {DSENV} {AUTHORIZED} {HOST_PRIVATE}; do",
+        f"for file in {' '.join(needed)}; do",
         '    if [ ! -f "$cluster/$file" ]; then',
         '        echo "launch.sh: $cluster/$file is missing on this node; copy the bundle'
         ' folder to every node at that path" >&2',
@@ -135,6 +137,9 @@ Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots}
   the cluster host key.
 - `hostfile`: `host slots=N` lines in node-rank order (DeepSpeed, mpirun).
 - `.deepspeed_env`: what DeepSpeed's pdsh launcher exports on every node.
+- `secrets.env`, `secrets.sh` (only when `launch.env` holds secrets, 0600):
+  the secret variables, read by `docker run --env-file` and `apptainer exec
+  --env-file` (or sourced on bare nodes); their values appear nowhere else.
 - `launch.sh`: on each node `sh launch.sh NODE` starts what that node runs;
   for deepspeed, `sh launch.sh launch` on the first node then starts the run
   (`plan.json` holds the same commands as argv lists, for scripts).

@@ -37,7 +37,8 @@ SECRETS_ENV = "secrets.env"
 SECRETS_SH = "secrets.sh"
 """Shell-quoted exports: apptainer --env-file, `. secrets.sh`."""
 SECRET_MODE = 0o600
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY\Z")
+_SECRET_NAME = re.compile(r"TOKEN(?!IZER)|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY\Z")
+"""TOKENIZERS_PARALLELISM (Hugging Face's switch, in many launch envs) is not a token."""
 
 
 def is_secret_name(name: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -158,3 +159,26 @@ def test_a_refusal_for_one_file_writes_no_key(tmp_path: Path) -> None:
     with pytest.raises(OutputExists):
         write_bundle(load_preset("cpu-deepspeed").spec, folder, image="demo:latest", force=False)
     assert sorted(p.name for p in folder.iterdir()) == ["hostfile"]
+
+
+def test_secrets_travel_only_in_the_bundles_0600_files(tmp_path: Path) -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    env = {**spec.launch.env, "HF_TOKEN": "hunter2", "NCCL_DEBUG": "INFO"}
+    spec = replace(spec, launch=replace(spec.launch, env=env))
+    folder = tmp_path / "cluster"
+    write_bundle(spec, folder, image="t:1", force=False)
+    for name in ("secrets.env", "secrets.sh"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+        assert "hunter2" in (folder / name).read_text()
+    readable = [p for p in folder.iterdir() if stat.S_IMODE(p.stat().st_mode) & 0o044]
+    assert readable, "the bundle has world-readable files to check"
+    for path in readable:
+        assert "hunter2" not in path.read_text(), path.name
+    # launch.sh names the secret file among those a node must have before it starts
+    assert "secrets.env" in (folder / "launch.sh").read_text().split("do\n", 1)[0]
+    (folder / "secrets.env").unlink()
+    result = subprocess.run(
+        ["sh", str(folder / "launch.sh"), "node1"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "secrets.env is missing on this node" in result.stderr

@@ -193,7 +193,8 @@ def test_no_ssh_means_no_sshd_and_no_entrypoint() -> None:
 def test_ssh_port_reaches_sshd_client_and_expose() -> None:
     files = outputs(stack_of(MINIMAL + "  ssh: {port: 2222}\n"))
     assert "\nPort 2222\n" in files["rootfs/etc/ssh/sshd_config"]
-    assert "    Port 2222\n" in files["rootfs/etc/ssh/ssh_config"]
+    # the client's port comes with the bundle's node_ssh_config, which the image includes
+    assert "Include /etc/ssh/ssh_config.d/*.conf" in files["rootfs/etc/ssh/ssh_config"]
     assert "EXPOSE 2222" in files["Dockerfile"]
 
 

@@ -69,7 +69,7 @@ def test_which_names_are_secret() -> None:
     for name in ("HF_TOKEN", "token", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "SMTP_PASSWD",
                  "GCP_CREDENTIALS", "API_KEY", "WANDB_API_KEY"):  # fmt: skip
         assert is_secret_name(name), name
-    for name in ("NCCL_DEBUG", "KEYBOARD", "MASTER_ADDR", "HF_HOME"):
+    for name in ("NCCL_DEBUG", "KEYBOARD", "MASTER_ADDR", "HF_HOME", "TOKENIZERS_PARALLELISM"):
         assert not is_secret_name(name), name
     spec = with_env("cpu-deepspeed", ENV)
     assert secret_names(spec.launch) == {"HF_TOKEN", "DB"}
