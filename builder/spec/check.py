@@ -9,6 +9,7 @@ is reported with its field path, all at once.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from builder import platforms
@@ -19,6 +20,20 @@ if TYPE_CHECKING:
     from builder.spec.records import ImageSpec, LaunchSpec, Spec
 
 Problems = list[tuple[str, str]]
+
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]*@")
+"""A URL with credentials (user:password@ or token@) before its host."""
+CREDENTIALS_ADVICE = (
+    "a URL here carries credentials (user:password@ or token@), which would stay in the "
+    "build stage's image history and in a .def's %post (Apptainer keeps it in the SIF). Use a "
+    "mirror that needs no credentials from the build, or download the wheels with your "
+    "own credentials (`pip download -d wheels ...`) and pass --wheelhouse wheels"
+)
+
+
+def has_credentials(text: str) -> bool:
+    """Whether text holds a URL with user information (credentials)."""
+    return _USERINFO.search(text) is not None
 
 
 def check_spec(spec: Spec) -> Problems:
@@ -60,6 +75,13 @@ def check_image(image: ImageSpec) -> Problems:
                 f"set python to {OSES[os_name].python!r} or choose another base/os",
             )
         )
+    if image.torch_index and has_credentials(image.torch_index):
+        problems.append(("image.torch_index", CREDENTIALS_ADVICE))
+    problems += [
+        (f"image.pip[{i}]", CREDENTIALS_ADVICE)
+        for i, entry in enumerate(image.pip)
+        if has_credentials(entry)
+    ]
     if image.pdsh and not image.ssh.enabled:
         problems.append(
             ("image.pdsh", "pdsh reaches nodes over ssh: enable image.ssh or drop pdsh")

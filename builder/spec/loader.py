@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.model import Invalid, parse
-from builder.spec.check import check_spec
+from builder.spec.check import CREDENTIALS_ADVICE, check_spec, has_credentials
 from builder.spec.presets import preset_text
 from builder.spec.records import Spec
 
@@ -159,10 +159,13 @@ def read_requirements(root: Path, relative: str) -> str:
     if len(raw) > MAX_REQUIREMENTS_BYTES:
         raise ValueError(f"{path} is larger than {MAX_REQUIREMENTS_BYTES // 1024} KiB")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ValueError(f"{path} line {line} is not UTF-8 text; save it as UTF-8") from None
+    if has_credentials(text):
+        raise ValueError(f"{path}: {CREDENTIALS_ADVICE}")
+    return text
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:

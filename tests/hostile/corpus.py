@@ -212,6 +212,18 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("pdsh-without-ssh", spec(image="ssh: {enabled: false}"), SPEC, "image.pdsh"),
     ("pdsh-int", spec(image="pdsh: 1"), SPEC, "image.pdsh"),
     ("requirements-empty", spec(image='requirements: ""'), SPEC, "image.requirements"),
+    (
+        "torch-index-credentials",
+        spec(image="torch_index: https://me:pw@mirror.example/whl/cpu"),
+        SPEC,
+        "image.torch_index",
+    ),
+    (
+        "pip-url-credentials",
+        spec(image="pip: ['x @ https://tok@git.example/x.whl']"),
+        SPEC,
+        "image.pip[0]",
+    ),
     ("requirements-newline", spec(image='requirements: "r.txt\\n"'), SPEC, "image.requirements"),
     ("launch-not-mapping", GOOD + "launch: []\n", SPEC, "launch"),
     ("launcher-bogus", spec(launch="launcher: srun"), SPEC, "launch.launcher"),
@@ -341,6 +353,11 @@ REQUIREMENT_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("symlink-dir-out", "etc/passwd", {"links": {"etc": "/etc"}}),
     ("folder", "reqs", {"dirs": {"reqs": 0o755}}),
     ("non-utf8", "r.txt", {"files": {"r.txt": b"numpy==1.0 \xff\n"}}),
+    (
+        "credentials",
+        "r.txt",
+        {"files": {"r.txt": "--index-url https://me:pw@pypi.example/simple\nnumpy==1.0\n"}},
+    ),
     ("fifo-like-dev", "../../../../dev/zero", {}),
     ("dot", ".", {}),
 ]
