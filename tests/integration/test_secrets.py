@@ -41,9 +41,7 @@ def test_docker_reads_secrets_env_back_exactly(base_image: str, tmp_path: Path) 
     plan = launch_plan(spec, image=base_image, cluster_dir=str(tmp_path))
     start = plan.of_role("start")[0].action
     assert isinstance(start, ContainerStart)
-    run = replace(
-        start, name=None, detach=False, remove=True, flags=(), binds=(), command=("env",)
-    )
+    run = replace(start, name=None, detach=False, remove=True, flags=(), binds=(), command=("env",))
     argv = run.argv()
     assert SECRET not in " ".join(argv)
     shown = printenv([docker, *argv[1:]])
