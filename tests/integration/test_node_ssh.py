@@ -230,6 +230,10 @@ def user_image(
         engine.remove_image(reference)
 
 
+AS_USER = ("setpriv", f"--reuid={USER.uid}", f"--regid={USER.uid}", "--init-groups")
+"""A command prefix that runs the rest as the training user, as the entrypoint does."""
+
+
 def digest(engine: Engine, container: str, path: str) -> str:
     code, out = engine.exec(container, ["sha256sum", path])
     assert code == 0, out
@@ -256,10 +260,7 @@ def test_links_in_the_users_ssh_folder_do_not_reach_root_files(
         code, out = engine.exec(
             node,
             [
-                "setpriv",
-                f"--reuid={USER.uid}",
-                f"--regid={USER.uid}",
-                "--init-groups",
+                *AS_USER,
                 "sh",
                 "-c",
                 plant,
@@ -275,10 +276,7 @@ def test_links_in_the_users_ssh_folder_do_not_reach_root_files(
         code, out = engine.exec(
             node,
             [
-                "setpriv",
-                f"--reuid={USER.uid}",
-                f"--regid={USER.uid}",
-                "--init-groups",
+                *AS_USER,
                 "env",
                 f"HOME=/home/{USER.name}",
                 "ssh",
@@ -320,10 +318,7 @@ def test_a_symlinked_ssh_folder_stops_the_node(
         code, out = engine.exec(
             node,
             [
-                "setpriv",
-                f"--reuid={USER.uid}",
-                f"--regid={USER.uid}",
-                "--init-groups",
+                *AS_USER,
                 "sh",
                 "-c",
                 f"mv {home}/.ssh {home}/old && ln -s /etc/ssh {home}/.ssh",
