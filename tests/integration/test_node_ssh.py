@@ -182,6 +182,44 @@ def test_ssh_to_other_hosts_keeps_its_defaults(engine: Engine, cluster: Cluster)
     assert "Host key verification failed" in out
 
 
+def test_sshd_listens_only_where_builder_sshd_listen_says(engine: Engine, cluster: Cluster) -> None:
+    """BUILDER_SSHD_LISTEN: node2 listening on loopback only is out of node1's reach, and a
+    value that is not an address stops the container instead of opening sshd wider."""
+    second = cluster.nodes.pop("node2")
+    engine.remove_container(second)
+    container = engine.start(
+        IMAGE,
+        name=f"builder-test-node2-{uuid.uuid4().hex[:8]}",
+        mounts={str(cluster.folder): (CLUSTER_DIR, "ro")},
+        environment={"BUILDER_SSHD_LISTEN": "127.0.0.1"},
+        network=cluster.network,
+        hostname="node2",
+    )
+    cluster.nodes["node2"] = container  # removed by the fixture
+    wait_for_sshd(engine, container)
+    assert engine.exec(container, ["ssh", "node2", "true"])[0] != 0  # node2 is not 127.0.0.1
+    code, out = engine.exec(
+        container, ["ssh", "-o", "StrictHostKeyChecking=no", "-p", str(PORT), "127.0.0.1", "true"]
+    )
+    assert code == 0, out
+    code, out = engine.exec(cluster.nodes["node1"], ["ssh", "node2", "true"])
+    assert code == 255
+    assert "Connection refused" in out
+    bad = engine.start(
+        IMAGE,
+        name=f"builder-test-bad-{uuid.uuid4().hex[:8]}",
+        environment={"BUILDER_SSHD_LISTEN": "0.0.0.0 *"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while engine.container_state(bad) == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert engine.container_state(bad) != "running"
+        assert "is not an address" in engine.logs(bad)
+    finally:
+        engine.remove_container(bad)
+
+
 def test_without_a_bundle_the_node_makes_its_own_host_key(
     engine: Engine, cpu_image: object
 ) -> None:
