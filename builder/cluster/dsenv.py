@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from builder.spec.records import Spec
 
-_SAFE = re.compile(r"^[\w@%+=:,./-]*$")
+_SAFE = re.compile(r"[\w@%+=:,./-]*")
 # DeepSpeed forwards these prefixes by itself (EXPORT_ENVS + CUDA's NCCL).
 FORWARDED = ("PYTHON", "MV2", "UCX", "MLFLOW")
 
@@ -57,7 +57,7 @@ def escape_value(key: str, value: str) -> str:
             "move them inside or drop them"
         )
     value = value.replace("%", "%%")  # pdsh substitutes %h, %u, %n in the command
-    if _SAFE.match(value):
+    if _SAFE.fullmatch(value):
         return value
     return re.sub(r'([\\"$`])', r"\\\1", value)
 

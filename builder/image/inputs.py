@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
 # PEP 427: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
-_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
-_URL = re.compile(r"^(https?|file)://\S+$")
+_WHEEL = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
+_URL = re.compile(r"(https?|file)://\S+")
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _read_wheelhouse(folder: Path) -> tuple[Wheel, ...]:
         raise UsageError(f"--wheelhouse {folder}: not a folder")
     wheels = []
     for path in sorted(folder.glob("*.whl")):
-        match = _WHEEL.match(path.name)
+        match = _WHEEL.fullmatch(path.name)
         if match is None:
             raise UsageError(f"--wheelhouse: {path.name} is not a wheel file name (PEP 427)")
         wheels.append(Wheel(path, _normalise(match["name"]), match["version"].split("+")[0]))
