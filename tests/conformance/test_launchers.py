@@ -25,8 +25,10 @@ def launch_section() -> Any:
 
 
 def test_deepspeed_reads_what_we_meant(deepspeed_runner: Any) -> None:
+    # one node: DeepSpeed runs the launch as an argv (on more, the values are escaped for
+    # its pdsh line and arrive there: test_pdsh_path.py)
     argv = deepspeed_argv(
-        launch_section(), hostfile="/etc/builder/cluster/hostfile", master_addr="node1"
+        launch_section(), hostfile="/etc/builder/cluster/hostfile", master_addr="node1", nnodes=1
     )
     args = deepspeed_runner.parse_args(argv[1:])
     assert args.hostfile == "/etc/builder/cluster/hostfile"
@@ -39,7 +41,7 @@ def test_deepspeed_reads_what_we_meant(deepspeed_runner: Any) -> None:
 
 
 def test_deepspeed_ssh_port_when_asked(deepspeed_runner: Any) -> None:
-    argv = deepspeed_argv(launch_section(), hostfile="h", master_addr="n", ssh_port=2222)
+    argv = deepspeed_argv(launch_section(), hostfile="h", master_addr="n", nnodes=2, ssh_port=2222)
     assert deepspeed_runner.parse_args(argv[1:]).ssh_port == 2222
 
 
@@ -87,7 +89,7 @@ def test_accepted_arguments_reach_the_script_through_both_parsers(
     launch = replace(launch_section(), args=tuple(args))
     spec = replace(spec, launch=launch)
     deepspeed = deepspeed_runner.parse_args(
-        deepspeed_argv(launch, hostfile="h", master_addr="n")[1:]
+        deepspeed_argv(launch, hostfile="h", master_addr="n", nnodes=1)[1:]
     )
     torchrun = torchrun_parser.parse_args(
         torchrun_argv(launch, nnodes=2, master_addr="n", rdzv_id="j")[1:]
@@ -109,7 +111,7 @@ def test_accepted_arguments_reach_the_script_through_both_parsers(
 @given(arguments)
 def test_any_argument_survives_display_quoting(args: list[str]) -> None:
     argv = deepspeed_argv(
-        replace(launch_section(), args=tuple(args)), hostfile="h", master_addr="n"
+        replace(launch_section(), args=tuple(args)), hostfile="h", master_addr="n", nnodes=2
     )
     shown = shlex.join(argv)
     assert shlex.split(shown) == argv

@@ -241,6 +241,11 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("slots-huge", spec(launch="slots: 100000"), SPEC, "launch.slots"),
     ("master-port-zero", spec(launch="master_port: 0"), SPEC, "launch.master_port"),
     ("master-addr-newline", spec(launch='master_addr: "n1\\nx"'), SPEC, "launch.master_addr"),
+    # DeepSpeed's pdsh runner pastes the master into the remote shell line: an address only
+    ("master-addr-shell", spec(launch='master_addr: "$(id)"'), SPEC, "launch.master_addr"),
+    ("master-addr-blank", spec(launch='master_addr: "my host"'), SPEC, "launch.master_addr"),
+    ("master-addr-percent", spec(launch='master_addr: "fe80::1%eth0"'), SPEC, "launch.master_addr"),
+    ("script-option", spec(launch='script: "-x.py"'), SPEC, "launch.script"),
     ("launch-env-newline", spec(launch='env: {A: "x\\ny"}'), SPEC, "launch.env"),
     ("launch-env-path", spec(launch="env: {PATH: /x}"), SPEC, "launch.env"),
     ("secret-not-in-env", spec(launch="secret: [TOKEN]"), SPEC, "launch.secret"),

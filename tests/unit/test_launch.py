@@ -197,7 +197,19 @@ def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
     spawn = argv[argv.index("python") :]
     assert spawn[:3] == ("python", "gaudi_spawn.py", "--world_size")
     assert spawn[3] == str(2 * spec.launch.slots)
-    assert spawn[4:7] == ("--hostfile", "/etc/builder/cluster/hostfile", "--use_deepspeed")
+    assert spawn[4:6] == ("--hostfile", "/etc/builder/cluster/hostfile")
+    assert spawn[6:9] == ("--master_port", str(spec.launch.master_port), "--use_deepspeed")
     with pytest.raises(UsageError, match="gaudi_spawn is for accelerator: gaudi"):
         launch_plan(load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c",
                     launcher="gaudi_spawn")  # fmt: skip
+
+
+def test_deepspeed_escapes_for_its_pdsh_line_only_on_several_nodes() -> None:
+    base = load_preset("cpu-deepspeed").spec
+    launch = replace(base.launch, script="my dir/t.py", args=("50%", "a $b", "it's"))
+    plan = launch_plan(replace(base, launch=launch), image="i", cluster_dir="/c")
+    argv = plan.steps[-1].argv
+    assert argv[-4:] == ("'my dir/t.py'", "50%%", "a \\$b", "'it'\"'\"'s'")
+    one = replace(launch, nodes=("node1",))
+    plan = launch_plan(replace(base, launch=one), image="i", cluster_dir="/c")
+    assert plan.steps[-1].argv[-4:] == ("my dir/t.py", "50%", "a $b", "it's")

@@ -1,30 +1,72 @@
 """DeepSpeed's own launcher: `deepspeed --hostfile H` on the first node, pdsh over ssh
-to the rest, every node's variables from .deepspeed_env (DS_ENV_FILE)."""
+to the rest, every node's variables from .deepspeed_env (DS_ENV_FILE).
+
+On more than one node DeepSpeed's PDSH runner (0.19.8 ``PDSHRunner.get_cmd``) pastes
+``--master_addr=A``, the script and the arguments into one line: the script and
+master bare, each argument holding a blank wrapped in double quotes (its ``"`` made
+``\\"``), the rest bare. pdsh joins its words with blanks, replaces ``%h %u %n %%``
+(and reads past a ``%`` that ends the line), and the remote login shell parses the
+result. So those values are escaped here for that trip (``pdsh_word``); on one node
+DeepSpeed runs the launch as an argv, with no shell, and they go as they are.
+"""
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import TYPE_CHECKING
 
 from builder.contract import DSENV, HOSTFILE
-from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand
+from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
 
 if TYPE_CHECKING:
-    from builder.spec.records import LaunchSpec
+    from builder.spec.records import ImageSpec, LaunchSpec
+
+# What the rendezvous address can be: a host name, an IPv4 or an IPv6 address.
+MASTER_ADDR = re.compile(r"[A-Za-z0-9:][A-Za-z0-9._:-]*")
+# What a double-quoted word of the remote shell still interprets (DeepSpeed escapes `"`).
+_IN_DOUBLE_QUOTES = re.compile(r"([\\$`])")
+
+
+def pdsh_word(value: str, *, deepspeed_quotes: bool = False) -> str:
+    """value as DeepSpeed's PDSH runner must get it so that the remote shell (bash or
+    dash) hands the launch exactly value.
+
+    deepspeed_quotes: DeepSpeed wraps the word in double quotes when it holds a blank
+    (the script's arguments): then only \\ $ ` need a backslash. Otherwise the word
+    goes bare and is single-quoted where needed (shlex.quote adds no blanks, so an
+    argument without one stays unquoted by DeepSpeed). pdsh then turns %% into %.
+    """
+    if deepspeed_quotes and " " in value:
+        word = _IN_DOUBLE_QUOTES.sub(r"\\\1", value)
+    else:
+        word = shlex.quote(value)
+    return word.replace("%", "%%")
 
 
 def deepspeed_argv(
-    launch: LaunchSpec, *, hostfile: str, master_addr: str, ssh_port: int | None = None
+    launch: LaunchSpec,
+    *,
+    hostfile: str,
+    master_addr: str,
+    nnodes: int,
+    ssh_port: int | None = None,
 ) -> list[str]:
     """`deepspeed` over pdsh: launcher flags before the script, as DeepSpeed requires.
 
-    ``ssh_port`` is needed only when the image's ssh client config does not
-    already use sshd's port (builder's images do).
+    ``nnodes`` > 1 takes DeepSpeed's pdsh path, whose shell line the master, script
+    and arguments are escaped for. ``ssh_port`` is needed only when the image's ssh
+    client config does not already use sshd's port (builder's images do).
     """
+    script, args = launch.script, list(launch.args)
+    if nnodes > 1:
+        master_addr, script = pdsh_word(master_addr), pdsh_word(script)
+        args = [pdsh_word(arg, deepspeed_quotes=True) for arg in args]
     argv = ["deepspeed", "--hostfile", hostfile, "--master_addr", master_addr]
     argv += ["--master_port", str(launch.master_port)]
     if ssh_port is not None:
         argv += ["--ssh_port", str(ssh_port)]
-    return [*argv, launch.script, *launch.args]
+    return [*argv, script, *args]
 
 
 class DeepSpeed(Launcher):
@@ -37,11 +79,35 @@ class DeepSpeed(Launcher):
     parses_script_args = True
     tools = ("sshd", "ssh", "pdsh", "deepspeed", "python")
 
+    def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
+        """The image's needs, and values DeepSpeed itself would misread (the pdsh line
+        carries any other value: ``pdsh_word``)."""
+        problems = super().problems(image, launch)
+        if launch.master_addr is not None and not MASTER_ADDR.fullmatch(launch.master_addr):
+            problems.append(
+                (
+                    "launch.master_addr",
+                    f"{launch.master_addr!r} is not a host name or address (letters, digits "
+                    "and .-_:, not starting with . - or _): it is the rendezvous every rank "
+                    "connects to",
+                )
+            )
+        if launch.script.startswith("-"):
+            problems.append(
+                (
+                    "launch.script",
+                    f"{launch.script!r}: {self.name}'s argument parser would read it as an "
+                    "option; write it as ./" + launch.script,
+                )
+            )
+        return problems
+
     def command(self, context: LaunchContext) -> LauncherCommand:
         argv = deepspeed_argv(
             context.spec.launch,
             hostfile=f"{context.cluster}/{HOSTFILE}",
             master_addr=context.master,
+            nnodes=len(context.nodes),
         )
         return LauncherCommand(tuple(argv), (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),))
 

@@ -1,9 +1,10 @@
 """optimum-habana's gaudi_spawn.py: multi-node DeepSpeed on Gaudi, from the first node.
 
-`python gaudi_spawn.py --world_size N --hostfile H --use_deepspeed script ...`
-runs `deepspeed --hostfile H --master_addr FIRST --no_local_rank --master_port
-29500` through bash. It ships in optimum-habana's examples, not its wheel:
-``launch.gaudi_spawn`` says where it is on the nodes.
+`python gaudi_spawn.py --world_size N --hostfile H --master_port P --use_deepspeed
+script ...` runs `deepspeed --hostfile H --master_addr FIRST --no_local_rank
+--master_port P` through bash (``--master_port`` since optimum-habana PR #641, January
+2024). It ships in optimum-habana's examples, not its wheel: ``launch.gaudi_spawn``
+says where it is on the nodes.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from builder.model import Extra
 if TYPE_CHECKING:
     from builder.spec.records import ImageSpec, LaunchSpec
 
-# gaudi_spawn.py has no port flag: DistributedRunner always passes its default.
-GAUDI_SPAWN_PORT = 29500
 # gaudi_spawn.py joins the script and its arguments with spaces, wraps those
 # holding a space in double quotes, and hands the line to bash: only these
 # characters come through unchanged.
@@ -38,13 +37,30 @@ def gaudi_spawn_unsafe(value: str) -> str | None:
     return None
 
 
+def pdsh_unsafe(where: str, value: str) -> str | None:
+    """Why DeepSpeed's pdsh line, after gaudi_spawn.py's bash, would change value, or None.
+
+    gaudi_spawn.py's bash leaves no room for DeepSpeed's escaping (``pdsh_word``), so
+    what pdsh or the remote shell would change is refused instead.
+    """
+    if "%" in value:
+        return "pdsh replaces %h, %u, %n and %% in the remote command line: leave out '%'"
+    if where == "launch.script" and " " in value:
+        return (
+            "DeepSpeed's pdsh runner puts the script into the remote shell line unquoted, "
+            "which splits it at blanks: use a path without blanks"
+        )
+    return None
+
+
 def gaudi_spawn_argv(
     launch: LaunchSpec, *, hostfile: str, nnodes: int, script: str = "gaudi_spawn.py"
 ) -> list[str]:
-    """optimum-habana's `python gaudi_spawn.py --hostfile H --use_deepspeed`: multi-node
-    DeepSpeed with the first host of the hostfile as master, on port 29500."""
+    """optimum-habana's `python gaudi_spawn.py --hostfile H --master_port P
+    --use_deepspeed`: multi-node DeepSpeed with the first host of the hostfile as master."""
     argv = ["python", script, "--world_size", str(nnodes * launch.slots)]
-    argv += ["--hostfile", hostfile, "--use_deepspeed"]
+    argv += ["--hostfile", hostfile, "--master_port", str(launch.master_port)]
+    argv += ["--use_deepspeed"]
     return [*argv, launch.script, *launch.args]
 
 
@@ -64,16 +80,9 @@ class GaudiSpawn(DeepSpeed):
     rehearsal = "gaudi_spawn.py is part of optimum-habana's examples, not of the image"
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
-        """What gaudi_spawn.py cannot do: another port or master, or values bash would change."""
-        problems = super().problems(image, launch)
-        if launch.master_port != GAUDI_SPAWN_PORT:
-            problems.append(
-                (
-                    "launch.master_port",
-                    f"gaudi_spawn.py always uses port {GAUDI_SPAWN_PORT} (it has no port flag); "
-                    f"drop master_port or use launcher: deepspeed",
-                )
-            )
+        """What gaudi_spawn.py cannot do: another master, or values bash, pdsh or the
+        remote shell would change."""
+        problems = [p for p in super().problems(image, launch) if p[0] != "launch.master_addr"]
         if launch.master_addr is not None:
             problems.append(
                 (
@@ -89,6 +98,8 @@ class GaudiSpawn(DeepSpeed):
         values += [(f"launch.args[{i}]", arg) for i, arg in enumerate(launch.args)]
         for where, value in values:
             why = gaudi_spawn_unsafe(value)
+            if where != "launch.gaudi_spawn":  # the rest goes on through DeepSpeed's pdsh line
+                why = why or pdsh_unsafe(where, value)
             if why:
                 problems.append((where, f"{value!r}: {why}"))
         return problems

@@ -1,0 +1,203 @@
+"""The master, script and arguments of a multi-node deepspeed launch, through DeepSpeed's
+own PDSHRunner.get_cmd, real pdsh (its ssh module) and bash or dash as the remote
+login shell: the launch on the node gets exactly what the spec says, or the spec is
+refused.
+
+pdsh (2.34) substitutes %h %u %n %% in each word of the command on its own, then runs
+`ssh -oConnectTimeout=10 -2 -a -x HOST WORD...`; ssh joins the words with blanks and
+sshd runs `$SHELL -c LINE`. A stand-in `ssh` first on PATH does the same here, so that
+no sshd is needed; the integration tests run the real one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from unittest import mock
+
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+from builder.launch.launchers import deepspeed_argv
+from builder.launch.plan import launch_plan
+from builder.spec.check import launcher_problems
+from builder.spec.loader import load_preset
+from tests.conftest import real_tool
+
+if TYPE_CHECKING:
+    from builder.spec.records import LaunchSpec
+
+SHELLS = ("bash", "dash")
+STAND_IN_SSH = """#!/bin/sh
+# what ssh and sshd do with pdsh's `ssh -OPTION... HOST WORD...`
+while [ "${1#-}" != "$1" ]; do shift; done
+shift
+IFS=' '
+exec "$REMOTE_SHELL" -c "$*"
+"""
+# What the launch would have run, recorded instead: its argv, base64 on one line
+# (pdsh prefixes each output line with the host).
+RECORDER = """#!/bin/sh
+printf '%s\\0' "$@" | base64 -w0; echo
+"""
+TRICKY = (
+    "it's $HOME; `x`",
+    "50%",
+    "%h %u %n %% %",
+    "a  b",
+    'say "hi" \\" \\\\',
+    "ünïcødé ✓",
+    "",
+    "tab\there",
+    "x\ny",
+    "$(id) ${PATH} !! ~ * ? [a] {a,b} | & ; < > #",
+)
+
+
+def stand_ins(folder: Path) -> Path:
+    """folder with the stand-in ssh and the recorder (the node's python)."""
+    for name, text in (("ssh", STAND_IN_SSH), ("recorder", RECORDER)):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return stand_ins(tmp_path_factory.mktemp("bin"))
+
+
+def pdsh_line(runner_module: Any, argv: list[str], python: str) -> tuple[list[str], dict[str, str]]:
+    """The pdsh command DeepSpeed's own runner builds for our argv, on one node named
+    localhost (the hostfile is not read: get_cmd takes the resources as given)."""
+    from deepspeed.launcher.multinode_runner import PDSHRunner
+
+    args = runner_module.parse_args(argv[1:])
+    world_info = runner_module.encode_world_info({"localhost": [0]})
+    runner = PDSHRunner(args, world_info)
+    runner.add_export("PYTHONPATH", str(Path.cwd()))  # runner.main always exports it
+    with mock.patch.object(sys, "executable", python):
+        cmd, _, env = runner.get_cmd({}, {"localhost": [0]})
+    return cmd, env
+
+
+def through_pdsh(cmd: list[str], env: dict[str, str], bin_dir: Path, shell: str) -> str:
+    """Run DeepSpeed's pdsh command (with its environment: PDSH_RCMD_TYPE=ssh)."""
+    pdsh = real_tool("pdsh")
+    run_env = {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run_env["REMOTE_SHELL"] = real_tool(shell)
+    result = subprocess.run([pdsh, *cmd[1:]], capture_output=True, env=run_env, check=False)
+    assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
+    return result.stdout.decode("utf-8", "surrogateescape")
+
+
+def launch_reads(argv: list[str], bin_dir: Path, shell: str, runner_module: Any) -> Any:
+    """What deepspeed.launcher.launch on the node parses from the line that arrives."""
+    from deepspeed.launcher import launch
+
+    cmd, env = pdsh_line(runner_module, argv, str(bin_dir / "recorder"))
+    out = through_pdsh(cmd, env, bin_dir, shell)
+    host, _, encoded = out.strip().partition(": ")
+    assert host == "localhost"
+    words = base64.b64decode(encoded).decode("utf-8", "surrogateescape").split("\0")[:-1]
+    assert words[:3] == ["-u", "-m", "deepspeed.launcher.launch"]
+    with mock.patch.object(sys, "argv", ["launch", *words[3:]]):
+        return launch.parse_args()
+
+
+def section(**values: Any) -> LaunchSpec:
+    spec = load_preset("cpu-deepspeed").spec
+    return replace(spec.launch, **values)
+
+
+text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=12)
+specials = st.text(st.sampled_from("%hun$`'\"\\ \t\n;&|*?~!#(){}[]<>é✓-=x"), max_size=12)
+values = st.one_of(text, specials)
+scripts = values.filter(lambda s: s != "" and not s.startswith("-"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(SHELLS), scripts, st.lists(values, max_size=4), values)
+@example("dash", "my dir/train.py", list(TRICKY), "it's $HOME; `x`")
+@example("bash", "50%", ["50%"], "50%")
+def test_random_values_arrive_unchanged(
+    deepspeed_runner: Any, bin_dir: Path, shell: str, script: str, args: list[str], master: str
+) -> None:
+    assume(args[:1] != ["--"])  # refused: the parsers drop it (test_launchers.py)
+    launch = section(script=script, args=tuple(args), master_port=29511)
+    argv = deepspeed_argv(launch, hostfile="h", master_addr=master, nnodes=2)
+    read = launch_reads(argv, bin_dir, shell, deepspeed_runner)
+    assert read.master_addr == master
+    assert read.master_port == 29511
+    assert read.node_rank == 0  # pdsh's %n, left alone
+    assert read.training_script == script
+    assert read.training_script_args == args
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_unescaped_values_would_not_arrive(
+    deepspeed_runner: Any, bin_dir: Path, shell: str
+) -> None:
+    """What the issue saw: without pdsh_word the line changes them (so the escaping is
+    what makes test_random_values_arrive_unchanged pass)."""
+    argv = ["deepspeed", "--hostfile", "h", "--master_addr", "n1", "my dir/train.py"]
+    argv += ["it's $HOME; `x`", "50%"]
+    read = launch_reads(argv, bin_dir, shell, deepspeed_runner)
+    assert read.training_script == "my"
+    assert read.training_script_args != ["it's $HOME; `x`", "50%"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_script_gets_its_argv(
+    deepspeed_runner: Any, bin_dir: Path, tmp_path: Path, shell: str
+) -> None:
+    """End to end: DeepSpeed's launch on the node starts the script, which writes the
+    sys.argv it got; the planned command for two nodes, as the first node runs it."""
+    folder = tmp_path / "my dir $x"
+    folder.mkdir()
+    script = folder / "it's 50% `x`.py"
+    record = tmp_path / "argv"
+    script.write_text(f"import json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv))\n")
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, script=str(script), args=TRICKY))
+    plan = launch_plan(spec, image="i:1", cluster_dir="/c", runtime="none")
+    argv = list(plan.steps[-1].argv)
+    argv = argv[argv.index("deepspeed") :]
+    cmd, env = pdsh_line(deepspeed_runner, argv, sys.executable)
+    through_pdsh(cmd, {**env, "PYTHONPATH": str(Path.cwd())}, bin_dir, shell)
+    got = json.loads(record.read_text())
+    assert got == [str(script), "--local_rank=0", *TRICKY]
+
+
+def test_one_node_takes_no_shell_and_no_escaping(deepspeed_runner: Any) -> None:
+    """On one node DeepSpeed runs its launch as an argv: the values go as they are."""
+    launch = section(script="my dir/x.py", args=TRICKY)
+    argv = deepspeed_argv(launch, hostfile="h", master_addr="n1", nnodes=1)
+    read = deepspeed_runner.parse_args(argv[1:])
+    assert (read.user_script, read.user_args) == ("my dir/x.py", list(TRICKY))
+
+
+@pytest.mark.parametrize("master", ["my host", "$(id)", "a;b", "50%", "-x", "[::1]", ""])
+def test_a_master_that_is_no_address_is_refused(master: str) -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    problems = dict(launcher_problems(spec.image, section(master_addr=master)))
+    assert "not a host name or address" in problems["launch.master_addr"]
+
+
+@pytest.mark.parametrize("master", ["node1", "10.0.0.7", "fe80::1", "n-1.example.org"])
+def test_host_names_and_addresses_are_taken(master: str) -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    assert launcher_problems(spec.image, section(master_addr=master)) == []
+
+
+def test_a_script_deepspeed_would_read_as_an_option_is_refused() -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    problems = dict(launcher_problems(spec.image, section(script="-x.py")))
+    assert "./-x.py" in problems["launch.script"]
