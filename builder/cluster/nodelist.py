@@ -1,16 +1,36 @@
 """Slurm node lists (``gpu[01-04,07],login1``) expanded exactly as Slurm does.
 
-Checked against Slurm's own ``scontrol show hostnames`` (tests/conformance):
-several bracket groups multiply (``rack[1-2]n[1-2]``), zero padding follows
-the width of the range's first number, order and duplicates are kept.
-Where Slurm quietly misreads a typo (an unclosed bracket becomes ``n]``) this
-raises a ``UsageError`` naming the problem instead.
+The rules are read from Slurm's own ``src/common/hostlist.c`` (``hostlist_create``,
+``_next_tok``, ``_hostlist_create_bracketed``, ``_push_range_list``,
+``_parse_single_range``) and checked against ``scontrol show hostnames``
+(tests/conformance: a real Slurm 22.05, plus recorded vectors for the 23.02 rules):
+
+- Names are separated by ``,``, blanks and tabs; a run of separators counts as
+  one, so ``n1, n2`` and ``n1,,n2`` are two names (separators inside brackets
+  belong to the brackets).
+- Several bracket groups multiply, in Slurm's order: the last group varies
+  fastest, then the first, the second, ... up to the one before the last
+  (``_push_range_list`` recurses from the last bracket of the prefix). So
+  ``a[0-1]b[2-3]c[4-5]`` is a0b2c4 a0b2c5 a1b2c4 a1b2c5 a0b3c4 ...; Slurm's
+  testsuite/expect/test2.20 lists ``row[0,1]_rack[2-3]_blade[4,5]`` in this order.
+- Text may follow the last bracket since Slurm 23.02 (``node[01-04]-ib``);
+  22.05 refused it.
+- A range is padded to the width of its first number as written, blanks
+  included: strtoul skips a leading blank but ``%0*lu`` counts it, so
+  ``n[1, 2]`` is n1 n02; a blank after the first number of ``lo-hi`` also
+  counts (``n[1 -2]`` is n01 n02); a blank after the last number is refused.
+- Order and duplicates are kept; underscores are ordinary name characters.
+
+Where Slurm quietly misreads a typo (an unclosed bracket becomes ``n]``, ``n[1a-3]``
+is n01..n03, ``n[1-]`` is n1, a 25-digit name wraps around 2**64) this raises a
+``UsageError`` naming the problem instead; nothing is expanded differently.
 
 The list is hostile input: its size is counted before anything is expanded
-(``n[0-65535]x[0-65535]`` is four billion names in 23 characters), numbers
-are ASCII digits of bounded length, and only the characters a node list can
-hold are accepted, so no blank, line break or control character reaches a
-hostfile.
+(``n[0-65535]x[0-65535]`` is four billion names in 23 characters), names longer
+than a host name can be are refused before expansion, numbers are ASCII digits
+of bounded length, and only the characters a node list can hold are accepted,
+so no line break or control character reaches a hostfile (blanks separate
+names and never end up in one).
 """
 
 from __future__ import annotations
@@ -21,9 +41,15 @@ import re
 
 from builder.errors import UsageError, shown
 
-_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
-_RANGE = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?")
-_CHARS = re.compile(r"[A-Za-z0-9.,\[\]-]*")
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9._-]{0,251}[A-Za-z0-9_])?")
+_MAX_NAME = 253
+# One entry of a bracket as Slurm's _parse_single_range reads it: blanks before a
+# number are skipped by strtoul but count toward the padding width; blanks after the
+# first number are allowed only when a last number follows.
+_RANGE = re.compile(r"([ \t]*([0-9]{1,9})[ \t]*)-([ \t]*([0-9]{1,9}))|[ \t]*([0-9]{1,9})")
+_CHARS = re.compile(r"[A-Za-z0-9._, \t\[\]-]*")
+_SEPARATORS = ", \t"
+_TRAILING_DIGITS = re.compile(r"[0-9]+$")
 MAX_HOSTS = 65536
 Span = tuple[int, int, int]
 """A range of a bracket: first, last, and the width its numbers are padded to."""
@@ -31,21 +57,29 @@ Part = str | tuple[Span, ...]
 
 
 def expand_nodelist(text: str) -> list[str]:
-    """Every host name of a Slurm node list, in order (duplicates kept, as Slurm does)."""
+    """Every host name of a Slurm node list, in Slurm's order (duplicates kept, as Slurm does)."""
     odd = next((char for char in text if not _CHARS.fullmatch(char)), None)
     if odd is not None:
         raise UsageError(
             f"node list {shown(text)}: {odd!r} cannot be in a node list (names, digits, '.', "
-            "'-', ',' and [ranges] only; give several lists as several values)"
+            "'_', '-', separators ',' or blanks, and [ranges] only)"
         )
-    items = [_parts(item, text) for item in _split_top_level(text, text)]
-    count = sum(math.prod(_size(part) for part in parts) for parts in items)
+    items = [_parts(item, text) for item in _split_top_level(text)]
+    if not items:
+        raise UsageError(f"node list {shown(text)} names no host")
+    count = _count(items)
     if count > MAX_HOSTS:
         raise UsageError(f"node list {shown(text)} names {count} hosts, more than {MAX_HOSTS}")
+    for parts in items:
+        longest = sum(_longest(part) for part in parts)
+        if longest > _MAX_NAME:
+            raise UsageError(
+                f"node list {shown(text)}: names of up to {longest} characters, "
+                f"longer than a host name can be ({_MAX_NAME})"
+            )
     hosts: list[str] = []
     for parts in items:
-        for combo in itertools.product(*(_choices(part) for part in parts)):
-            name = "".join(combo)
+        for name in _names(parts):
             problem = host_name_problem(name)
             if problem:
                 raise UsageError(f"node list {shown(text)}: {problem}")
@@ -53,16 +87,36 @@ def expand_nodelist(text: str) -> list[str]:
     return hosts
 
 
+def count_nodelist(text: str) -> int:
+    """How many names text expands to, counted from its ranges without expanding any
+    (what expand_nodelist checks against MAX_HOSTS first); a syntax error raises."""
+    return _count([_parts(item, text) for item in _split_top_level(text)])
+
+
+def _count(items: list[list[Part]]) -> int:
+    return sum(math.prod(_size(part) for part in parts) for parts in items)
+
+
 def host_name_problem(name: str) -> str | None:
-    """Why name is not one host name (letters, digits, '.', '-'; no leading '-'), or None."""
-    if _HOST.fullmatch(name):
-        return None
-    return f"{shown(name)} is not a valid host name (letters, digits, '.' and '-', 1 to 253)"
+    """Why name is not one host name (letters, digits, '.', '_', '-'; no leading '-'), or None."""
+    if not _HOST.fullmatch(name):
+        return (
+            f"{shown(name)} is not a valid host name (letters, digits, '.', '_' and '-', "
+            f"1 to {_MAX_NAME}, not starting with '-' or ending with '.' or '-')"
+        )
+    digits = _TRAILING_DIGITS.search(name)
+    if digits and int(digits[0]) >= 2**64:
+        # Slurm reads a name's trailing number with strtoul and prints it back: past
+        # 2**64 - 1 it becomes 18446744073709551615, another host.
+        return f"{shown(name)} ends in a number Slurm cannot hold (2**64 or more)"
+    return None
 
 
-def _split_top_level(text: str, whole: str) -> list[str]:
+def _split_top_level(whole: str) -> list[str]:
+    """The names of the list, split as Slurm's _next_tok splits: at commas, blanks and
+    tabs outside brackets, runs of separators counting as one."""
     items, depth, current = [], 0, ""
-    for char in text:
+    for char in whole:
         if char == "[":
             depth += 1
             if depth > 1:
@@ -71,7 +125,7 @@ def _split_top_level(text: str, whole: str) -> list[str]:
             depth -= 1
             if depth < 0:
                 raise UsageError(f"node list {shown(whole)}: ']' without '['")
-        if char == "," and depth == 0:
+        if char in _SEPARATORS and depth == 0:
             items.append(current)
             current = ""
         else:
@@ -79,20 +133,13 @@ def _split_top_level(text: str, whole: str) -> list[str]:
     if depth:
         raise UsageError(f"node list {shown(whole)}: '[' is never closed")
     items.append(current)
-    if any(not item for item in items):
-        raise UsageError(f"node list {shown(whole)}: an empty name (a stray comma?)")
-    return items
+    return [item for item in items if item]
 
 
 def _parts(item: str, whole: str) -> list[Part]:
     """item's parts, text and ranges alternating (ranges not yet expanded)."""
-    # "prefix[r1]mid[r2]" -> parts: text, ranges, text, ranges; nothing may follow the last "]".
+    # "prefix[r1]mid[r2]suffix" -> text, ranges, text, ranges, text (suffix: Slurm 23.02).
     parts = re.split(r"\[([^\]]*)\]", item)
-    if len(parts) > 1 and parts[-1]:
-        raise UsageError(
-            f"node list {shown(whole)}: {shown(item)} has text after its last bracket, which "
-            "Slurm rejects; write it as a range of full names"
-        )
     return [_ranges(part, whole) if index % 2 else part for index, part in enumerate(parts)]
 
 
@@ -105,12 +152,16 @@ def _ranges(ranges: str, whole: str) -> tuple[Span, ...]:
                 f"node list {shown(whole)}: [{shown(ranges, quote=False)}] is not a list of "
                 "numbers (up to 9 digits) and ranges such as [01-04,07]"
             )
-        first, last = int(match[1]), int(match[2] or match[1])
+        if match[5] is not None:
+            first = last = int(match[5])
+            width = len(part)
+        else:
+            first, last, width = int(match[2]), int(match[4]), len(match[1])
         if last < first:
             raise UsageError(f"node list {shown(whole)}: range {part} goes backwards")
         if last - first >= MAX_HOSTS:
             raise UsageError(f"node list {shown(whole)}: range {part} is longer than {MAX_HOSTS}")
-        spans.append((first, last, len(match[1])))
+        spans.append((first, last, width))
     return tuple(spans)
 
 
@@ -118,8 +169,32 @@ def _size(part: Part) -> int:
     return 1 if isinstance(part, str) else sum(last - first + 1 for first, last, _ in part)
 
 
-def _choices(part: Part) -> list[str]:
-    """A text part as itself; ranges zero-padded to the width of each range's first number."""
+def _longest(part: Part) -> int:
     if isinstance(part, str):
-        return [part]
+        return len(part)
+    return max(max(width, len(str(last))) for _, last, width in part)
+
+
+def _choices(part: tuple[Span, ...]) -> list[str]:
+    """A bracket's numbers, each zero-padded to the width of its range's first number."""
     return [str(n).zfill(width) for first, last, width in part for n in range(first, last + 1)]
+
+
+def _names(parts: list[Part]) -> list[str]:
+    """The names of one item, in Slurm's order: the last bracket varies fastest, then
+    the first, the second, ... (Slurm's _push_range_list expands the prefix's last
+    bracket outermost and recurses into the brackets before it)."""
+    texts = [part for part in parts[0::2] if isinstance(part, str)]
+    groups = [_choices(part) for part in parts[1::2] if not isinstance(part, str)]
+    if not groups:
+        return ["".join(texts)]
+    *prefix, last = range(len(groups))
+    loops = [*reversed(prefix), last]  # slowest first, as itertools.product nests them
+    names = []
+    for combo in itertools.product(*(groups[index] for index in loops)):
+        chosen = dict(zip(loops, combo, strict=True))
+        pieces = [texts[0]]
+        for index in range(len(groups)):
+            pieces += [chosen[index], texts[index + 1]]
+        names.append("".join(pieces))
+    return names

@@ -30,7 +30,9 @@ def test_lines_in_rank_order_and_nothing_else() -> None:
         (["n1"], 0, "slots must be between 1 and 1024"),
         (["n1"], -2, "slots must be between"),
         (["n[1-2"], 1, "never closed"),
-        (["bad_host"], 1, "cannot be in a node list"),
+        (["bad/host"], 1, "cannot be in a node list"),
+        (["n[1-2]-"], 1, "not a valid host name"),
+        ([" , "], 1, "names no host"),
         (["-bad"], 1, "not a valid host name"),
         (["node1\n"], 1, "cannot be in a node list"),
         (["n[0-65535]x[0-65535]"], 1, "names 4294967296 hosts"),
@@ -55,6 +57,12 @@ def test_bad_input(nodes: list[str], slots: int, message: str) -> None:
 def test_slurm_job_shape(env: dict[str, str], slots: int) -> None:
     hosts = hosts_from_slurm({"SLURM_JOB_NODELIST": "n[1-2]", **env})
     assert [(h.name, h.slots) for h in hosts] == [("n1", slots), ("n2", slots)]
+
+
+def test_node_lists_as_slurm_reads_them() -> None:
+    names = [h.name for h in hosts_from_nodes(["a[0-1]b[2-3]c[4-5]", "node[01-02]-ib n_1"], 1)]
+    assert names[:4] == ["a0b2c4", "a0b2c5", "a1b2c4", "a1b2c5"]  # Slurm's order
+    assert names[8:] == ["node01-ib", "node02-ib", "n_1"]
 
 
 def test_slurm_needs_a_job_and_a_shape() -> None:
