@@ -97,15 +97,17 @@ def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
         "        exit 1",
         "    fi",
         "done",
+        *_host_checks(plan.host_paths),
         'case "${1:-}" in',
     ]
+    check = ["    check_node"] if plan.host_paths else []
     for node, node_commands in starts.items():
         lines.append(f"{shlex.quote(node)})")
-        lines += [f"    {shlex.join(argv)}" for argv in node_commands]
+        lines += check + [f"    {shlex.join(argv)}" for argv in node_commands]
         lines.append("    ;;")
     if launchers:
         lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
-        lines += [f"    {shlex.join(step.argv)}" for step in launchers]
+        lines += check + [f"    {shlex.join(step.argv)}" for step in launchers]
         lines.append("    ;;")
     lines += [
         "*)",
@@ -116,6 +118,24 @@ def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _host_checks(paths: tuple[str, ...]) -> list[str]:
+    """Lines that stop launch.sh on a node that lacks the code, the cache, a mount or the
+    script, naming the node: a container would start on an empty folder instead."""
+    if not paths:
+        return []
+    return [
+        "check_node() {",
+        f"    for path in {' '.join(shlex.quote(path) for path in paths)}; do",
+        '        if [ ! -e "$path" ]; then',
+        '            echo "launch.sh: $path is missing on $(hostname); the code and cache'
+        ' folders, mounts and script must be on every node at the same path" >&2',
+        "            exit 1",
+        "        fi",
+        "    done",
+        "}",
+    ]
 
 
 def _readme(spec: Spec, image: str, launcher: str, runtime: str) -> str:
@@ -142,5 +162,7 @@ Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots}
   --env-file` (or sourced on bare nodes); their values appear nowhere else.
 - `launch.sh`: on each node `sh launch.sh NODE` starts what that node runs;
   for deepspeed, `sh launch.sh launch` on the first node then starts the run
-  (`plan.json` holds the same commands as argv lists, for scripts).
+  (`plan.json` holds the same commands as argv lists, for scripts). It first
+  checks that the bundle, the code and cache folders (`launch.code`,
+  `launch.cache`), the mounts and the script are on the node.
 """

@@ -64,6 +64,9 @@ class LaunchPlan:
     nodes: tuple[str, ...]
     master_addr: str
     steps: tuple[NodeStep, ...]
+    host_paths: tuple[str, ...] = ()
+    """What every node's host must have before its step starts (code and cache folders,
+    mount sources, the script): launch.sh and the batch script check them on each node."""
 
     def of_role(self, role: Role) -> tuple[NodeStep, ...]:
         return tuple(step for step in self.steps if step.role == role)
@@ -74,6 +77,7 @@ class LaunchPlan:
             "launcher": self.launcher,
             "nodes": list(self.nodes),
             "master_addr": self.master_addr,
+            "host_paths": list(self.host_paths),
             "commands": [
                 {"node": s.node, "role": s.role, "purpose": s.purpose, "argv": list(s.argv)}
                 for s in self.steps
@@ -119,12 +123,36 @@ def chosen(
     return run, launcher
 
 
+CACHE_FOLDERS = (
+    ("HF_HOME", "huggingface"),
+    ("TORCH_HOME", "torch"),
+    ("TRITON_CACHE_DIR", "triton"),
+)
+"""What launch.cache holds: each variable names a subfolder of it."""
+
+
+def cache_environment(spec: Spec) -> dict[str, str]:
+    """The cache variables of launch.cache (bound at its own path in every runtime, so
+    the values are the same everywhere); launch.env may set them otherwise."""
+    if not spec.launch.cache:
+        return {}
+    root = spec.launch.cache.rstrip("/")
+    return {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
+
+
 def setup_of(
-    spec: Spec, image: str, cluster_dir: str | None, fabric: tuple[str, ...] = ()
+    spec: Spec,
+    image: str,
+    cluster_dir: str | None,
+    launcher: Launcher,
+    fabric: tuple[str, ...] = (),
 ) -> Setup:
     """What every node's runtime takes: the run's environment without its secrets, which
-    the runtimes read from the bundle's 0600 files (``launch.secrets``)."""
-    env = without_secrets(platforms.run_environment(spec), spec.launch)
+    the runtimes read from the bundle's 0600 files (``launch.secrets``), and the cluster
+    folder only for a launcher that reads it."""
+    env = without_secrets(
+        {**cache_environment(spec), **platforms.run_environment(spec)}, spec.launch
+    )
     return Setup(
         spec=spec,
         image=image,
@@ -132,6 +160,7 @@ def setup_of(
         fabric=fabric,
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
+        bind_cluster=launcher.over_ssh or launcher.reads_dsenv,
     )
 
 
@@ -151,7 +180,7 @@ def launch_plan(
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
     fabric = (INFINIBAND_FLAGS if infiniband else ()) + (AWS_EFA_FLAGS if aws_efa else ())
-    setup = setup_of(spec, image, cluster_dir, fabric)
+    setup = setup_of(spec, image, cluster_dir, chosen_launcher, fabric)
     context = LaunchContext(
         spec=spec,
         nodes=nodes,
@@ -176,4 +205,6 @@ def launch_plan(
         steps += [
             NodeStep(node, "run", action, run.purpose(chosen_launcher.name)) for node in nodes
         ]
-    return LaunchPlan(run.name, chosen_launcher.name, nodes, master, tuple(steps))
+    return LaunchPlan(
+        run.name, chosen_launcher.name, nodes, master, tuple(steps), run.host_paths(setup)
+    )

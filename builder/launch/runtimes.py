@@ -139,6 +139,8 @@ class ApptainerExec:
     env: Env = ()
     env_file: str | None = None
     """The host's file of secret variables (shell syntax, evaluated by apptainer)."""
+    workdir: str | None = None
+    """Where the command starts (--pwd); apptainer's default is the host's own folder."""
 
     @property
     def env_prefix(self) -> str:
@@ -153,6 +155,8 @@ class ApptainerExec:
         argv += self.flags
         for bind in self.binds:
             argv += ["--bind", bind.text()]
+        if self.workdir is not None:
+            argv += ["--pwd", self.workdir]
         return [*argv, self.sif, *self.command]
 
 
@@ -164,11 +168,18 @@ class HostCommand:
     env: Env = ()
     env_file: str | None = None
     """The host's file of secret variables (shell exports), sourced before the command."""
+    workdir: str | None = None
+    """The folder the command starts in (launch.code)."""
 
     def argv(self) -> list[str]:
         prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
-        if self.env_file is not None:
-            # sh reads the values from the file: argv holds its path, never a value
+        # sh reads the values from the file: argv holds its path, never a value
+        if self.workdir is not None and self.env_file is not None:
+            script = 'cd "$0" && . "$1" && shift && exec "$@"'
+            prefix += ["sh", "-c", script, self.workdir, self.env_file]
+        elif self.workdir is not None:
+            prefix += ["sh", "-c", 'cd "$0" && exec "$@"', self.workdir]
+        elif self.env_file is not None:
             prefix += ["sh", "-c", '. "$0" && exec "$@"', self.env_file]
         return [*prefix, *self.command]
 
@@ -189,6 +200,9 @@ class Setup:
     the secret variables."""
     secrets: tuple[str, ...] = ()
     """Names of the secret variables, which reach the node from the bundle's 0600 files."""
+    bind_cluster: bool = True
+    """The launcher reads the cluster folder (hostfile, .deepspeed_env, keys for sshd);
+    torchrun needs none of it, and a bind it does not need is one more path to miss."""
 
     def secret_file(self, name: str) -> str | None:
         """The host path of the bundle's secret file called name, when there are secrets."""
@@ -203,9 +217,33 @@ class Setup:
 
     @property
     def binds(self) -> tuple[Bind, ...]:
-        cluster = (Bind(self.cluster_dir, CLUSTER_DIR, True),) if self.cluster_dir else ()
-        mounts = tuple(Bind(m.source, m.target, m.read_only) for m in self.spec.launch.mounts)
-        return cluster + mounts
+        """The cluster folder (when the launcher reads it), the code at the image's
+        workdir, the cache at its own path, then launch.mounts."""
+        launch = self.spec.launch
+        binds = []
+        if self.cluster_dir and self.bind_cluster:
+            binds.append(Bind(self.cluster_dir, CLUSTER_DIR, True))
+        if launch.code:
+            binds.append(Bind(launch.code, self.spec.image.workdir))
+        if launch.cache:
+            binds.append(Bind(launch.cache, launch.cache))
+        binds += [Bind(m.source, m.target, m.read_only) for m in launch.mounts]
+        return tuple(binds)
+
+    @property
+    def host_paths(self) -> tuple[str, ...]:
+        """What each node must have before it starts: every bind's source (docker would
+        make an empty folder in a missing one's place, apptainer stops) and the script."""
+        script = self.script_on_host()
+        sources = [bind.source for bind in self.binds if bind.target != CLUSTER_DIR]
+        return tuple(sources + ([script] if script else []))
+
+    def script_on_host(self) -> str | None:
+        """launch.script as a path on the node's host when it is in the code folder."""
+        script, workdir = self.spec.launch.script, self.spec.image.workdir.rstrip("/") + "/"
+        if self.spec.launch.code and (script[:1] != "/" or script.startswith(workdir)):
+            return f"{self.spec.launch.code.rstrip('/')}/{script.removeprefix(workdir)}"
+        return None
 
 
 class Runtime:
@@ -238,6 +276,10 @@ class Runtime:
     def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
         """Variables a batch script exports for this runtime, beside the run's own."""
         return ()
+
+    def host_paths(self, setup: Setup) -> tuple[str, ...]:
+        """Paths each node's host must have before the run starts there."""
+        return setup.host_paths
 
     def where(self, image: str) -> str:
         """Where the command runs, for people to read."""
@@ -307,6 +349,7 @@ class Apptainer(Runtime):
             binds=setup.binds,
             env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
             env_file=setup.secret_file(SECRETS_SH),
+            workdir=setup.spec.image.workdir,
         )
 
     def batch(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
@@ -340,10 +383,22 @@ class Bare(Runtime):
         return cluster_dir
 
     def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:
-        return HostCommand(command.argv, command.env, setup.secret_file(SECRETS_SH))
+        return self.run(setup, command)
 
     def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
-        return HostCommand(command.argv, command.env, setup.secret_file(SECRETS_SH))
+        env = tuple(sorted({**dict(setup.env), **dict(command.env)}.items()))
+        secrets = setup.secret_file(SECRETS_SH)
+        return HostCommand(command.argv, env, secrets, setup.spec.launch.code)
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        # the batch script exports the run's environment once, for every task
+        return replace(self.run(setup, command), env=command.env)
+
+    def host_paths(self, setup: Setup) -> tuple[str, ...]:
+        launch = setup.spec.launch
+        script = setup.script_on_host() or (launch.script if launch.script[:1] == "/" else None)
+        folders = [path for path in (launch.code, launch.cache) if path]
+        return tuple(folders + ([script] if script else []))
 
     def where(self, image: str) -> str:  # noqa: ARG002
         return "directly on the node (the image is its environment)"

@@ -66,6 +66,29 @@ _VALUES = {
 _WORD = (r"[A-Za-z0-9_.,:=%@+/*&|!\[\]-]{1,256}", "one word without blanks, quotes or '#'")
 _OPTION = re.compile(r"[a-z][a-z0-9-]{0,63}")
 
+NODE_CHECK = (
+    "bash",
+    "-c",
+    'while [ "$1" != -- ]; do if [ ! -e "$1" ]; then echo "job: $1 is missing on $(hostname);'
+    ' the code and cache folders, mounts and script must be on every node at the same path"'
+    ' >&2; exit 1; fi; shift; done; shift; exec "$@"',
+    "node-check",
+)
+"""Runs first in every node's task: a missing bind source stops Apptainer (docker makes
+an empty folder), a missing script fails only after the rendezvous; say which node."""
+DOCKER_UNDER_SRUN = (
+    "`builder slurm` does not run docker under srun: `docker run` asks dockerd to start "
+    "the container, so it runs outside the job's cgroup (it sees every GPU, not the job's, "
+    "and ignores its CPU and memory limits) and survives scancel and the job's time limit. "
+    "Use --runtime apptainer (a SIF: `builder sif`) or --runtime none on nodes whose "
+    "environment is the image; set launch.slurm.docker: true to accept docker anyway"
+)
+CPUS_ADVICE = (
+    "set it to the CPUs of each node's one task, which runs all {slots} rank(s) and their "
+    "data-loader workers (e.g. the node's cores); without it many sites give the task one "
+    "CPU, which every rank then shares"
+)
+
 
 def sbatch_script(
     spec: Spec,
@@ -86,9 +109,11 @@ def sbatch_script(
             "DeepSpeed's engine takes its ranks from torchrun's RANK/LOCAL_RANK/WORLD_SIZE "
             "(a script that requires --local_rank must read LOCAL_RANK instead)"
         )
-    run, batch_launcher = chosen(spec, runtime, name)
+    run, batch_launcher = chosen(spec, runtime or launch.slurm.runtime, name)
+    if run.name == "docker" and not launch.slurm.docker:
+        raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    setup = setup_of(spec, image, cluster_dir)
+    setup = setup_of(spec, image, cluster_dir, batch_launcher)
     context = LaunchContext(
         spec=spec,
         nodes=(),
@@ -102,15 +127,19 @@ def sbatch_script(
     )
     action = run.batch(setup, batch_launcher.command(context))
     exports = [*setup.env, *run.batch_env(setup)]
+    options = _options(spec, nnodes, source)
+    paths = run.host_paths(setup)
+    checked = [*NODE_CHECK, *paths, "--"] if paths else []
     return render_template(
         "slurm/job.sbatch.j2",
         {
-            "options": _options(spec, nnodes, source),
+            "options": options,
+            "cpus": str(launch.slurm.cpus_per_task),
             "header": _comment(HEADER.format(source=source)),
             "where": _comment(run.where(image)),
             "port": shell_word(str(launch.master_port)),
             "exports": [_assignment(key, value) for key, value in exports],
-            "command": shell_line(action.argv()),
+            "command": shell_line([*checked, *action.argv()]),
         },
     )
 
@@ -183,6 +212,9 @@ def _options(spec: Spec, nnodes: int, source: str) -> list[str]:
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
     for key, flag in sorted(slurm.extra.items()):
         lines.append(sbatch_option(key, flag, f"launch.slurm.extra.{key}", source))
+    if not slurm.cpus_per_task:
+        advice = CPUS_ADVICE.format(slots=spec.launch.slots)
+        raise SpecError(source or "builder", [Problem("launch.slurm.cpus_per_task", advice)])
     return lines
 
 

@@ -18,7 +18,7 @@ from builder.platforms.base import VERSION_PATTERN, Platform, Problems
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec.records import ImageSpec
+    from builder.spec.records import ImageSpec, LaunchSpec
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,12 @@ class Gaudi(Platform):
                 )
             )
         return problems
+
+    def slurm_options(self, launch: LaunchSpec) -> list[str]:
+        # Habana's Slurm fork schedules the cards as the GRES gpu (GresTypes=gpu,
+        # NodeName=... Gres=gpu:8): docs.habana.ai, Orchestration/SLURM/SLURM.html
+        cards = launch.slots if launch.slurm.gpus_per_node is None else launch.slurm.gpus_per_node
+        return [f"--gres=gpu:{cards}"] if cards else []
 
     def forwarded_env(self, image_env: Mapping[str, str] | None) -> dict[str, str]:
         # graph compilation on the other nodes fails without these

@@ -86,9 +86,11 @@ class Rehearsal:
         self.session = Session(engine, nodes=nodes, launcher=launcher, timeout=timeout, say=say)
         runs = next(one for one in launchers.every() if one.batch) if launcher == SLURM else None
         self.launcher = runs.name if runs else launcher
-        self.workload = workload_of(spec, self.session, self.launcher, script, tuple(args))
-        self.strategy: Strategy | None = None
         self.slurm = launcher == SLURM
+        self.workload = workload_of(
+            spec, self.session, self.launcher, script, tuple(args), slurm=self.slurm
+        )
+        self.strategy: Strategy | None = None
 
     @property
     def outcome(self) -> Outcome:

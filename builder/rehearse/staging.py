@@ -1,9 +1,13 @@
 """What a rehearsal changes in a stack's run to play it on one machine, all in one place.
 
 The spec the plan is made from (``rehearsal_spec``): nodes node1..nodeN, the
-docker runtime, the first node as master, the probe (or the user's script,
-its folder mounted read-only) and the variables the platform's stand-in
-needs (DS_ACCELERATOR=cpu: no GPU here). The plan's own actions then run
+docker runtime, the first node as master, the probe in the session's code
+folder (``launch.code``, as a cluster's shared code folder; or the user's
+script, its folder mounted read-only), the session's cache folder
+(``launch.cache``), and the variables the platform's stand-in needs
+(DS_ACCELERATOR=cpu: no GPU here). A Slurm rehearsal's nodes see the
+session folder at the cluster folder's path, and each node's task gets all
+of this machine's CPUs. The plan's own actions then run
 with three changes (``on_node``): host networking becomes the session's
 network, where each container is named after the session and known by its
 node's hostname; the platform's device flags become its stand-in's; every
@@ -13,6 +17,7 @@ container carries the session's label, for teardown.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +43,9 @@ PROBE = "probe.py"
 PROBE_VALUE = "a b $HOME 'q' \"dq\" ;|&%h ✓"
 DSENV_VALUE = "only in .deepspeed_env: $x %n 'y'"
 USER_SCRIPTS = "/opt/builder-rehearsal"
+CODE = "code"
+CACHE = "cache"
+"""The session's code and cache folders (launch.code, launch.cache)."""
 
 
 @dataclass(frozen=True)
@@ -50,15 +58,24 @@ class Workload:
 
 
 def workload_of(
-    spec: Spec, session: Session, launcher: str, script: str | None, args: tuple[str, ...]
+    spec: Spec,
+    session: Session,
+    launcher: str,
+    script: str | None,
+    args: tuple[str, ...],
+    *,
+    slurm: bool = False,
 ) -> Workload:
-    """What the session's nodes run for spec."""
+    """What the session's nodes run for spec (slurm: as slurmd nodes that see the session
+    folder at the cluster folder's path)."""
     launch = spec.launch
     env = dict(launch.env)
     mounts = list(launch.mounts)
     probe = script is None
+    root = CLUSTER_DIR if slurm else str(session.folder)
+    code = None
     if script is None:
-        script, args = f"{CLUSTER_DIR}/{PROBE}", ()
+        script, args, code = PROBE, (), f"{root}/{CODE}"
         env["BUILDER_PROBE_VALUE"] = PROBE_VALUE
     elif Path(script).is_file():  # a script on this machine: mount its folder
         local = Path(script).resolve()
@@ -73,11 +90,16 @@ def workload_of(
         runtime="docker",
         nodes=names,
         master_addr=None,
+        code=code,
+        cache=f"{root}/{CACHE}",
         mounts=tuple(mounts),
         env=env,
         script=script,
         args=args,
     )
+    if slurm:
+        cpus = replace(launch.slurm, cpus_per_task=os.cpu_count() or 1)
+        launch = replace(launch, slurm=cpus)
     staged = replace(spec, launch=launch)
     if not probe:
         return Workload(staged, None)
@@ -92,13 +114,15 @@ def workload_of(
 def write_workload(workload: Workload, session: Session, image: str) -> list[Path]:
     """The bundle `builder bundle` writes, a value only .deepspeed_env carries (as
     `builder dsenv --set` adds one), and the probe with what it expects."""
+    for folder in (CODE, CACHE):
+        (session.folder / folder).mkdir(exist_ok=True)
     written = write_bundle(workload.spec, session.folder, image=image, force=True)
     extra = {"BUILDER_PROBE_DSENV": DSENV_VALUE}
     (session.folder / DSENV).write_text(dsenv_for(workload.spec, extra, None))
     if workload.expected is not None:
-        shutil.copyfile(payload_path(PROBE), session.folder / PROBE)
+        shutil.copyfile(payload_path(PROBE), session.folder / CODE / PROBE)
         settings = {"env": workload.expected.env, "timeout": session.timeout}
-        (session.folder / "probe.json").write_text(json.dumps(settings))
+        (session.folder / CODE / "probe.json").write_text(json.dumps(settings))
     return written
 
 

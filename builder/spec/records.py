@@ -68,6 +68,20 @@ def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
     return nodes
 
 
+def _shared_path(path: str) -> str:
+    # A bind's source: `docker run -v` splits on ':', `apptainer --bind` on ':' and ','.
+    if not path.startswith("/"):
+        raise ValueError(f"{path!r}: give an absolute path (the same on every node)")
+    bad = sorted({c for c in path if c in ":," or not c.isprintable()})
+    if bad:
+        raise ValueError(
+            f"{path!r} holds {', '.join(repr(c) for c in bad)}: `docker run -v` splits a "
+            "bind at ':', `apptainer --bind` at ':' and ',', and a line break ends a script "
+            "line; use a path without them"
+        )
+    return path
+
+
 def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
     # Install order does not matter to apt or pip; sorting makes the image
     # hash independent of how the list was written.
@@ -197,7 +211,30 @@ class Slurm:
     account: str | None = field(None, description="Account (-A).")
     time: str | None = field(None, description="Wall time, e.g. 02:00:00.")
     gpus_per_node: int | None = field(None, ge=0, description="GPUs per node.")
-    cpus_per_task: int | None = field(None, ge=1, description="CPUs per task.")
+    cpus_per_task: int | None = field(
+        None,
+        ge=1,
+        le=100000,
+        description=(
+            "CPUs of each node's one task, which runs all its ranks and their data loaders. "
+            "Required by `builder slurm`: without it many sites give a task one CPU."
+        ),
+    )
+    runtime: str = field(
+        "apptainer",
+        choices=lambda: RUNTIMES,
+        description=(
+            "Runtime of the batch script (`builder slurm --runtime` overrides): apptainer, "
+            "singularity or none. Not launch.runtime: docker under srun escapes the job."
+        ),
+    )
+    docker: bool = field(
+        False,
+        description=(
+            "Accept runtime docker under srun anyway: its containers are dockerd's children, "
+            "outside the job's cgroup (they see every device and survive scancel)."
+        ),
+    )
     extra: dict[str, str] = field(
         default_factory=dict, description="Further #SBATCH options, e.g. {exclusive: ''}."
     )
@@ -221,6 +258,24 @@ class LaunchSpec:
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
     master_addr: str | None = field(None, description="Default: the first node.")
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
+    code: str | None = field(
+        None,
+        check=_shared_path,
+        description=(
+            "Host folder with the training code, on shared storage at the same path on every "
+            "node: mounted at image.workdir (runtime none: the launcher starts in it); "
+            "launch.script is relative to it."
+        ),
+    )
+    cache: str | None = field(
+        None,
+        check=_shared_path,
+        description=(
+            "Host folder for caches on shared storage, at the same path on every node: "
+            "mounted at that path, with HF_HOME, TORCH_HOME and TRITON_CACHE_DIR set to "
+            "subfolders of it."
+        ),
+    )
     mounts: tuple[Mount, ...] = field((), description="Bind mounts.")
     env: dict[str, str] = field(
         default_factory=dict,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import subprocess
 from dataclasses import replace
@@ -65,15 +66,29 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     usage = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False)
     assert usage.returncode == 2
     assert "usage: sh launch.sh {node1 | node2 | launch}" in usage.stderr
-    # what node2 would run: exactly its own container start, taken from the plan
-    trace = subprocess.run(
-        ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', "launch.sh", "node2"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
+    # what node2 would run: exactly its own container start, taken from the plan, once
+    # the code and cache folders and the script are on the node
+    code, cache = tmp_path / "code", tmp_path / "cache"
+    folder = tmp_path / "shared"
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
+    write_bundle(spec, folder, image="i:1", force=False)
+    script = folder / "launch.sh"
+    node2 = ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', "launch.sh", "node2"]
+    missing = subprocess.run(node2, capture_output=True, text=True, check=False)
+    assert missing.returncode == 1
+    hostname = socket.gethostname()
+    assert f"{code} is missing on {hostname}" in missing.stderr
+    assert missing.stdout == ""
+    code.mkdir()
+    cache.mkdir()
+    missing = subprocess.run(node2, capture_output=True, text=True, check=False)
+    assert f"{code}/train.py is missing on {hostname}" in missing.stderr
+    (code / "train.py").write_text("")
+    trace = subprocess.run(node2, capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(trace) == 1
     assert trace[0].startswith("run --detach --name builder-cpu-deepspeed")
+    assert f"--volume {code}:/workspace --volume {cache}:{cache}" in trace[0]
 
 
 def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) -> None:

@@ -169,7 +169,11 @@ def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     assert "APPTAINERENV_NCCL_SOCKET_IFNAME=^docker0,lo" in argv
     run = argv[argv.index("apptainer") :]
     assert run[:4] == ["apptainer", "exec", "--cleanenv", "--nv"]
-    assert run[run.index("--bind") + 1] == "/c:/etc/builder/cluster:ro"
+    # torchrun reads nothing of the cluster folder: the code at the workdir, the cache
+    binds = [run[i + 1] for i, word in enumerate(run) if word == "--bind"]
+    assert binds == ["/shared/project:/workspace", "/shared/cache:/shared/cache"]
+    assert run[run.index("--pwd") + 1] == "/workspace"
+    assert "APPTAINERENV_HF_HOME=/shared/cache/huggingface" in argv
     assert run[run.index("torchrun") - 1] == "t-1.sif"
     singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
     assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.steps[0].argv
@@ -213,3 +217,51 @@ def test_deepspeed_escapes_for_its_pdsh_line_only_on_several_nodes() -> None:
     one = replace(launch, nodes=("node1",))
     plan = launch_plan(replace(base, launch=one), image="i", cluster_dir="/c")
     assert plan.steps[-1].argv[-4:] == ("my dir/t.py", "50%", "a $b", "it's")
+
+
+def test_code_and_cache_reach_every_runtime() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    docker = launch_plan(spec, image="t:1", cluster_dir="/c").steps[0].argv
+    volumes = [docker[i + 1] for i, word in enumerate(docker) if word == "--volume"]
+    assert volumes == ["/shared/project:/workspace", "/shared/cache:/shared/cache"]
+    assert "TORCH_HOME=/shared/cache/torch" in docker
+    bare = launch_plan(spec, image="t:1", cluster_dir="/c", runtime="none")
+    argv = list(bare.steps[0].argv)
+    assert argv[argv.index("sh") : argv.index("torchrun")] == [
+        "sh", "-c", 'cd "$0" && exec "$@"', "/shared/project",
+    ]  # fmt: skip
+    assert "HF_HOME=/shared/cache/huggingface" in argv
+    assert bare.host_paths == ("/shared/project", "/shared/cache", "/shared/project/train.py")
+
+
+def test_the_cluster_folder_is_bound_only_for_a_launcher_that_reads_it() -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    deepspeed = launch_plan(spec, image="t:1", cluster_dir="/c").steps[0].argv
+    assert "/c:/etc/builder/cluster:ro" in deepspeed
+    torchrun = launch_plan(spec, image="t:1", cluster_dir="/c", launcher="torchrun")
+    assert "/c:/etc/builder/cluster:ro" not in torchrun.steps[0].argv
+    assert torchrun.host_paths == ("/shared/project", "/shared/cache", "/shared/project/train.py")
+
+
+@pytest.mark.parametrize(
+    ("script", "on_host"),
+    [
+        ("train.py", "/shared/project/train.py"),
+        ("/workspace/sub/train.py", "/shared/project/sub/train.py"),
+        ("/opt/other/train.py", None),
+    ],
+)
+def test_the_script_is_found_in_the_code_folder(script: str, on_host: str | None) -> None:
+    spec = load_preset("cuda-torchrun").spec
+    spec = replace(spec, launch=replace(spec.launch, script=script))
+    plan = launch_plan(spec, image="t:1", cluster_dir="/c")
+    assert plan.host_paths == ("/shared/project", "/shared/cache", *([on_host] if on_host else []))
+
+
+def test_without_code_and_cache_nothing_is_bound_for_torchrun() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    spec = replace(spec, launch=replace(spec.launch, code=None, cache=None))
+    plan = launch_plan(spec, image="t:1", cluster_dir="/c")
+    assert "--volume" not in plan.steps[0].argv
+    assert plan.host_paths == ()
+    assert "HF_HOME" not in " ".join(plan.steps[0].argv)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 SSH_PHASES = ["prepare", "image check", "containers up", "sshd ready", "ssh mesh ready", "job"]
 PACKAGES = {"torch": "2.13.0", "deepspeed": "0.19.8"}
+WORKDIR = "/workspace"
+"""image.workdir of the presets, where launch.code is mounted."""
 
 
 def stack_image(spec: Spec, **changes: Any) -> FakeImage:
@@ -45,7 +48,8 @@ def probe(
 ) -> str:
     """The line the probe (script) prints on peer for (rank, local rank, world) when its
     all-reduce works: the variables probe.json beside it asks for, as env has them."""
-    asked = json.loads((peer.host_path(script).parent / "probe.json").read_text())["env"]
+    path = str(PurePosixPath(WORKDIR, script))  # a relative script is in the code folder
+    asked = json.loads((peer.host_path(path).parent / "probe.json").read_text())["env"]
     number, local, world = rank
     data = {
         "rank": number,

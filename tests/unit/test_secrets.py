@@ -121,6 +121,8 @@ def test_a_spec_without_secrets_has_no_secret_files() -> None:
 @pytest.mark.parametrize("runtime", ["docker", "apptainer", "singularity", "none"])
 def test_the_sbatch_script_names_the_file_not_the_value(runtime: str) -> None:
     spec = with_env("cuda-torchrun", ENV)
+    slurm = replace(spec.launch.slurm, docker=True)  # docker under srun only when asked
+    spec = replace(spec, launch=replace(spec.launch, slurm=slurm))
     text = sbatch_script(spec, image="t:1", cluster_dir="/shared/c", source="s", runtime=runtime)
     assert SECRET not in text
     assert "p@ss" not in text

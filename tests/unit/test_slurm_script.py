@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -22,9 +23,17 @@ if TYPE_CHECKING:
 
 
 def script(preset: str = "cuda-torchrun", **launch: object) -> str:
+    """The preset's script; a Slurm record without cpus_per_task gets 16, and runtime
+    docker is accepted (launch.slurm.docker), unless the test says otherwise."""
     spec = load_preset(preset).spec
     spec = replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
-    return sbatch_script(spec, image="team/t:1", cluster_dir="/shared/c", source="s", runtime=None)
+    slurm = spec.launch.slurm
+    slurm = replace(slurm, cpus_per_task=slurm.cpus_per_task or 16, docker=True)
+    spec = replace(spec, launch=replace(spec.launch, slurm=slurm))
+    runtime = spec.launch.runtime if "runtime" in launch else None
+    return sbatch_script(
+        spec, image="team/t:1", cluster_dir="/shared/c", source="s", runtime=runtime
+    )
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity", "docker", "none"])
@@ -63,17 +72,19 @@ def test_options_from_the_spec() -> None:
 def test_apptainer_reinjects_the_environment_and_uses_the_sif() -> None:
     text = script(runtime="apptainer")
     assert "export APPTAINERENV_NCCL_SOCKET_IFNAME='^docker0,lo'" in text
+    # torchrun reads nothing of the cluster folder: only the code and the cache are bound
     assert (
-        "apptainer exec --cleanenv --nv --bind /shared/c:/etc/builder/cluster:ro t-1.sif torchrun"
-        in text
+        "apptainer exec --cleanenv --nv --bind /shared/project:/workspace "
+        "--bind /shared/cache:/shared/cache --pwd /workspace t-1.sif torchrun" in text
     )
+    assert "export APPTAINERENV_HF_HOME=/shared/cache/huggingface" in text
     assert '--rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$SLURM_JOB_ID"' in text
 
 
 def test_docker_runs_in_the_foreground_and_removes_the_container() -> None:
     text = script(runtime="docker")
     run_line = text.splitlines()[-1]
-    assert run_line.strip().startswith("docker run --rm --network host --gpus all")
+    assert " -- docker run --rm --network host --gpus all" in run_line
     assert "--detach" not in run_line
 
 
@@ -112,7 +123,9 @@ def test_a_mount_path_with_a_colon_is_refused_in_every_runtime() -> None:
     from builder.spec.records import Mount
 
     spec = load_preset("cuda-torchrun").spec
-    spec = replace(spec, launch=replace(spec.launch, mounts=(Mount("/data:x", "/data"),)))
+    slurm = replace(spec.launch.slurm, docker=True)
+    mounts = (Mount("/data:x", "/data"),)
+    spec = replace(spec, launch=replace(spec.launch, mounts=mounts, slurm=slurm))
     for runtime in ("docker", "apptainer", "singularity"):
         with pytest.raises(UsageError, match="holds ':'"):
             sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime=runtime)
@@ -205,7 +218,7 @@ def test_usual_values_pass() -> None:
 def test_a_hostile_value_in_the_cli_exits_1_and_writes_nothing(tmp_path: Path) -> None:
     spec = tmp_path / "stack.yaml"
     text = preset_text("cuda-torchrun")
-    spec.write_text(text + '  slurm:\n    partition: "gpu\\n#SBATCH --uid=0"\n')
+    spec.write_text(text + '    partition: "gpu\\n#SBATCH --uid=0"\n')  # under its slurm:
     target = tmp_path / "job.sbatch"
     result = CliRunner().invoke(app, ["slurm", str(spec), "-o", str(target)])
     assert result.exit_code == 1, result.output
@@ -223,3 +236,78 @@ def test_every_shell_value_is_quoted_in_one_place() -> None:
     assert shell_line(["x", "$(id)"]) == "x '$(id)'"
     text = script(args=("$(id)", "a;b"))
     assert "'$(id)' 'a;b'" in text
+
+
+def test_docker_under_srun_is_refused_with_the_reason() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    with pytest.raises(UsageError, match=r"outside the job's cgroup.*survives scancel"):
+        sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="docker")
+    slurm = replace(spec.launch.slurm, runtime="docker")
+    with pytest.raises(UsageError, match=r"--runtime apptainer"):
+        sbatch_script(
+            replace(spec, launch=replace(spec.launch, slurm=slurm)),
+            image="t:1",
+            cluster_dir="/c",
+            source="s",
+        )
+
+
+def test_the_spec_runtime_docker_is_not_the_batch_runtime() -> None:
+    text = sbatch_script(
+        load_preset("cuda-torchrun").spec, image="t:1", cluster_dir="/c", source="s"
+    )
+    assert " -- apptainer exec --cleanenv --nv " in text
+
+
+def test_cpus_per_task_is_required_and_reaches_the_step() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    text = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s")
+    assert "#SBATCH --cpus-per-task=64\n" in text
+    assert "srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1" in text
+    slurm = replace(spec.launch.slurm, cpus_per_task=None)
+    with pytest.raises(SpecError, match=r"launch.slurm.cpus_per_task.*all 8 rank"):
+        sbatch_script(
+            replace(spec, launch=replace(spec.launch, slurm=slurm)),
+            image="t:1",
+            cluster_dir="/c",
+            source="s",
+        )
+
+
+def test_gaudi_cards_are_the_gres_habana_documents() -> None:
+    text = sbatch_script(
+        load_preset("gaudi-deepspeed").spec,
+        image="t:1",
+        cluster_dir="/c",
+        source="s",
+        launcher="torchrun",
+    )
+    options = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:8" in options
+    assert not any("gpus-per-node" in line for line in options)
+
+
+def test_each_node_checks_its_paths_before_the_launcher(tmp_path: Path) -> None:
+    """The srun step's first words: the check, naming the node, then the runtime."""
+    code = tmp_path / "code"
+    code.mkdir()
+    text = script(runtime="none", code=str(code), cache=str(tmp_path / "cache"))
+    line = text.splitlines()[-1].strip()
+    assert "/etc/builder/cluster" not in text  # torchrun binds no cluster folder
+    check, _, rest = line.rpartition(" -- ")
+    assert rest.startswith(f'sh -c \'cd "$0" && exec "$@"\' {code} torchrun ')
+    run = subprocess.run(
+        ["bash", "-c", f"{check} -- echo started"], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 1
+    assert f"{tmp_path / 'cache'} is missing on {socket.gethostname()}" in run.stderr
+    (tmp_path / "cache").mkdir()
+    run = subprocess.run(
+        ["bash", "-c", f"{check} -- echo started"], capture_output=True, text=True, check=False
+    )
+    assert f"{code}/train.py is missing" in run.stderr
+    (code / "train.py").write_text("")
+    run = subprocess.run(
+        ["bash", "-c", f"{check} -- echo started"], capture_output=True, text=True, check=True
+    )
+    assert run.stdout == "started\n"
