@@ -35,6 +35,11 @@ LOCK_CHECK_TARGET = f"{BUILD_DIR}/lock-check.py"
 CA_FILE = "builder-ca.pem"
 CA_TARGET = "/tmp/builder-ca.pem"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
+# DeepSpeed's init_distributed under mpirun (no RANK in the environment) finds the
+# ranks with mpi_discovery(), which imports mpi4py. Built from source against the
+# image's own OpenMPI (mpicc), never a wheel with another MPI inside; 4.1.2 is the
+# PyPI release of 2025 (https://pypi.org/project/mpi4py/4.1.2/).
+MPI4PY = "mpi4py==4.1.2"
 
 
 @dataclass(frozen=True)
@@ -105,9 +110,10 @@ def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str
 def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
     """The OS packages of the image, sorted."""
     packages = {"ca-certificates", "python3", "python3-venv", *resolved.system_packages}
-    if resolved.deepspeed:
+    if resolved.deepspeed or image.openmpi:
         # DeepSpeed compiles its ops just in time on first use (CPU shm, fused
-        # Adam, ...): it needs a C++ compiler and Python headers at run time.
+        # Adam, ...): it needs a C++ compiler and Python headers at run time;
+        # mpi4py is compiled against the image's OpenMPI with the same tools.
         packages |= {"g++", "python3-dev"}
     if image.ssh.enabled:
         packages |= {"openssh-client", "openssh-server"}
@@ -189,6 +195,13 @@ def python_steps(
         steps.append(_torch_step(resolved, inputs, pip))
     if resolved.deepspeed:
         steps.append(_deepspeed_step(resolved, pip))
+    if image.openmpi:
+        steps.append(
+            Step(
+                "mpi4py, compiled against the image's OpenMPI (DeepSpeed's mpi_discovery)",
+                (f"MPICC=mpicc {pip} --no-binary mpi4py {MPI4PY}",),
+            )
+        )
     if image.pip:
         packages = " ".join(shlex.quote(p) for p in image.pip)
         steps.append(Step("extra pip packages", (f"{pip} {packages}",)))

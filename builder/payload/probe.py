@@ -19,7 +19,7 @@ import os
 import socket
 import sys
 from datetime import timedelta
-from importlib import metadata
+from importlib import metadata, util
 from pathlib import Path
 
 MARK = "BUILDER_PROBE "
@@ -36,6 +36,10 @@ def _identity() -> tuple[int, int, int]:
             int(env["OMPI_COMM_WORLD_SIZE"]),
         )
     raise SystemExit("probe: neither RANK nor OMPI_COMM_WORLD_RANK is set: no launcher ran me")
+
+
+def _has(module: str) -> bool:
+    return util.find_spec(module) is not None
 
 
 def _packages() -> dict[str, str]:
@@ -65,9 +69,18 @@ def main() -> None:
         import torch
         import torch.distributed as dist
 
-        os.environ.setdefault("RANK", str(rank))
-        os.environ.setdefault("WORLD_SIZE", str(world))
-        dist.init_process_group("gloo", timeout=timedelta(seconds=expect["timeout"]))
+        timeout = timedelta(seconds=expect["timeout"])
+        if "RANK" not in os.environ and _has("deepspeed"):
+            # mpirun: the way a DeepSpeed script starts there, through DeepSpeed's own
+            # init_distributed and its mpi_discovery (mpi4py: built against the image's MPI)
+            import deepspeed
+
+            port = int(os.environ.get("MASTER_PORT", "29500"))
+            deepspeed.init_distributed("gloo", distributed_port=port, timeout=timeout)
+        else:
+            os.environ.setdefault("RANK", str(rank))
+            os.environ.setdefault("WORLD_SIZE", str(world))
+            dist.init_process_group("gloo", timeout=timeout)
         total = torch.tensor([float(rank + 1)])
         dist.all_reduce(total)
         report["sum"] = total.item()

@@ -16,8 +16,8 @@ from builder.launch import launchers
 PACKAGE = Path(__file__).resolve().parents[2] / "builder"
 LAZY_ALLOWED = {"docker", "jinja2", "yaml", "rich", "dockerfile"}
 """Third-party modules whose import costs `builder --help` time: imported where used."""
-PAYLOAD_ALLOWED = {"torch"}
-"""Run inside the environment (payload/): torch is imported only once it is needed."""
+PAYLOAD_ALLOWED = {"torch", "deepspeed"}
+"""Run inside the environment (payload/): torch and DeepSpeed are imported when needed."""
 
 
 def module_name(path: Path) -> str:

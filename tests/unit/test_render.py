@@ -245,3 +245,13 @@ def test_apt_entries_are_one_shell_word_each() -> None:
     the install line, in the Dockerfile's RUN or the .def's %post."""
     (_, install, _) = apt_install(["curl", "foo >/etc/x", "libstdc++6=1:12~x"])
     assert shlex.split(install)[-3:] == ["curl", "foo >/etc/x", "libstdc++6=1:12~x"]
+
+
+def test_openmpi_images_get_mpi4py_built_against_their_own_mpi() -> None:
+    """DeepSpeed's init_distributed under mpirun imports mpi4py (mpi_discovery): built
+    from source with the image's mpicc, never a wheel carrying another MPI."""
+    files = outputs(stack_of(MINIMAL + "  openmpi: true\n"))
+    (line,) = [x for x in files["Dockerfile"].splitlines() if "mpi4py" in x and "pip" in x]
+    assert "MPICC=mpicc" in line
+    assert "--no-binary mpi4py mpi4py==" in line
+    assert "mpi4py" not in outputs(stack_of(MINIMAL))["Dockerfile"]
