@@ -37,7 +37,8 @@ CA_TARGET = "/tmp/builder-ca.pem"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
 # DeepSpeed's init_distributed under mpirun (no RANK in the environment) finds the
 # ranks with mpi_discovery(), which imports mpi4py. Built from source against the
-# image's own OpenMPI (mpicc), never a wheel with another MPI inside; 4.1.2 is the
+# image's own OpenMPI (the base image's $MPICC, else mpicc: Habana's images set
+# MPICC to their OpenMPI's), never a wheel with another MPI inside; 4.1.2 is the
 # PyPI release of 2025 (https://pypi.org/project/mpi4py/4.1.2/).
 MPI4PY = "mpi4py==4.1.2"
 
@@ -119,8 +120,6 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
         packages |= {"openssh-client", "openssh-server"}
     if image.pdsh:
         packages.add("pdsh")
-    if image.openmpi:
-        packages |= {"openmpi-bin", "libopenmpi-dev"}
     packages |= set(image.apt)
     return sorted(packages)
 
@@ -199,7 +198,7 @@ def python_steps(
         steps.append(
             Step(
                 "mpi4py, compiled against the image's OpenMPI (DeepSpeed's mpi_discovery)",
-                (f"MPICC=mpicc {pip} --no-binary mpi4py {MPI4PY}",),
+                (f'MPICC="${{MPICC:-mpicc}}" {pip} --no-binary mpi4py {MPI4PY}',),
             )
         )
     if image.pip:

@@ -122,9 +122,12 @@ class Platform:
     def deepspeed_requirement(self, version: str) -> str:
         return f"deepspeed=={version}"
 
-    def system_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
+    openmpi_packages: ClassVar[tuple[str, ...]] = ("openmpi-bin", "libopenmpi-dev")
+    """The distribution's OpenMPI, for image.openmpi (mpirun and mpicc for mpi4py)."""
+
+    def system_packages(self, image: ImageSpec) -> tuple[str, ...]:
         """OS packages of the final image that this platform needs."""
-        return ()
+        return self.openmpi_packages if image.openmpi else ()
 
     def build_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
         """OS packages the python stage needs while building, never in the final image."""

@@ -91,6 +91,10 @@ class Gaudi(Platform):
         "--cap-add", "sys_nice", "--ipc", "host",
     )  # fmt: skip
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+    # Habana's images ship their own OpenMPI ($MPI_ROOT, e.g. /opt/amazon/openmpi with
+    # MPICC and PATH set in Habana's Dockerfiles; /opt/habanalabs/openmpi-4.1.5 in
+    # 1.13): the distribution's next to it would shadow it on PATH, so none is added.
+    openmpi_packages = ()
 
     def default_base(self, image: ImageSpec) -> str:
         synapse = image.versions.get("synapse", DEFAULT_SYNAPSE)

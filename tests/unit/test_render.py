@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import subprocess
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -217,8 +218,6 @@ def test_def_script_lines_never_start_with_percent(name: str) -> None:
 
 def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
     """Its key follows the system stage (base and OS packages), nothing else."""
-    from dataclasses import replace
-
     from builder.image.render import system_stage_key
 
     def key(stack: Stack) -> str:
@@ -252,6 +251,20 @@ def test_openmpi_images_get_mpi4py_built_against_their_own_mpi() -> None:
     from source with the image's mpicc, never a wheel carrying another MPI."""
     files = outputs(stack_of(MINIMAL + "  openmpi: true\n"))
     (line,) = [x for x in files["Dockerfile"].splitlines() if "mpi4py" in x and "pip" in x]
-    assert "MPICC=mpicc" in line
+    assert 'MPICC="${MPICC:-mpicc}"' in line
     assert "--no-binary mpi4py mpi4py==" in line
     assert "mpi4py" not in outputs(stack_of(MINIMAL))["Dockerfile"]
+
+
+def with_openmpi(preset: str) -> Stack:
+    stack = load_preset(preset)
+    image = replace(stack.spec.image, openmpi=True)
+    return replace(stack, spec=replace(stack.spec, image=image))
+
+
+def test_gaudi_keeps_habanas_own_openmpi() -> None:
+    """Habana's images ship OpenMPI (with MPICC set): the distribution's is not added."""
+    gaudi = outputs(with_openmpi("gaudi-deepspeed"))["Dockerfile"]
+    assert "openmpi" not in gaudi
+    assert "mpi4py" in gaudi
+    assert "openmpi-bin" in outputs(with_openmpi("cpu-deepspeed"))["Dockerfile"]
