@@ -186,7 +186,14 @@ class ImageSpec:
     pdsh: bool = field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
     openmpi: bool = field(False, description="Install OpenMPI (for mpirun launches).")
     user: User = field(default_factory=User)
-    workdir: str = field("/workspace", pattern=r"^/\S*$", description="Working directory.")
+    workdir: str = field(
+        "/workspace",
+        pattern=r"^/[A-Za-z0-9._+@/-]*$",
+        description=(
+            "Working directory (launch.code is mounted here). Letters, digits and ._+@/- "
+            "only: DeepSpeed's pdsh runner pastes it unquoted into every node's shell line."
+        ),
+    )
     labels: dict[str, str] = field(
         default_factory=dict,
         keys_pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
