@@ -166,7 +166,11 @@ def _report(
             typer.echo(difference_table(sources, table), nl=False)
     if table:
         raise DriftFound(_blame(sources, table, what))
-    typer.echo(f"ok: the {len(prints)} {what} are the same", err=as_json)
+    if len(prints) == 1 and reference is not None:
+        said = f"ok: {prints[0].source} matches {reference.source}"
+    else:
+        said = f"ok: the {len(prints)} {what} are the same"
+    typer.echo(said, err=as_json)
 
 
 def _blame(sources: list[str], table: dict[str, list[str]], what: str) -> str:

@@ -88,3 +88,9 @@ def test_diff_against_a_lock_compares_what_it_pins(fake: FakeEngine, tmp_path: P
     code, _, err = run("diff", str(path), "container:a")
     assert code == 13
     assert "python package numpy missing" in err
+
+
+def test_one_node_against_the_image_says_so_in_words(fake: FakeEngine) -> None:
+    code, out, _ = run("verify", "--containers", "a", "--image", IMAGE)
+    assert code == 0
+    assert out.endswith(f"ok: a matches {IMAGE}\n")
