@@ -296,7 +296,8 @@ class LaunchSpec:
         check=_sorted_unique,
         description=(
             "Names in launch.env whose values are secret: they travel only in the bundle's "
-            "0600 secrets.env, never on a printed command line or in a readable file. Names "
+            "0600 secrets.env and secrets.sh, never on a printed command line or in a "
+            "readable file. Names "
             "containing TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL, or ending in KEY, are "
             "secret without being listed."
         ),

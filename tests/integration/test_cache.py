@@ -3,6 +3,7 @@ rebuilds only what comes after the requirements."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 import pytest
@@ -54,10 +55,13 @@ def test_a_requirements_change_rebuilds_only_what_follows(
         )
     )
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("six==1.16.0\n")
+    # a line of this run's own: an engine that keeps its cache between runs (an earlier
+    # run stopped before its cleanup) must not hold these requirements' layers already
+    run = f"# run {uuid.uuid4().hex}\n"
+    requirements.write_text(run + "six==1.16.0\n")
     tag = "builder-test/cpu-deepspeed:reqs"
     first = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
-    requirements.write_text("six==1.17.0\n")
+    requirements.write_text(run + "six==1.17.0\n")
     second = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
     try:
         steps = cacheable(second)
