@@ -278,104 +278,104 @@ def digest(engine: Engine, container: str, path: str) -> str:
     return out.split()[0]
 
 
+@pytest.fixture
+def user_node(engine: Engine, user_image: str, tmp_path: Path) -> Iterator[str]:
+    """node1 of the image whose training user is not root, on a network of its own."""
+    folder = bundle_for(tmp_path / "cluster", ["node1"])
+    network = f"builder-test-net-{uuid.uuid4().hex[:8]}"
+    engine.create_network(network)
+    node = None
+    try:
+        node = start_node(engine, user_image, folder, network, "node1")
+        yield node
+    finally:
+        if node is not None:
+            engine.remove_container(node)
+        engine.remove_network(network)
+
+
 def test_links_in_the_users_ssh_folder_do_not_reach_root_files(
-    engine: Engine, user_image: str, tmp_path: Path
+    engine: Engine, user_node: str
 ) -> None:
-    folder = bundle_for(tmp_path / "cluster", ["node1"])
-    network = f"builder-test-net-{uuid.uuid4().hex[:8]}"
-    engine.create_network(network)
-    node = start_node(engine, user_image, folder, network, "node1")
-    try:
-        ssh = f"/home/{USER.name}/.ssh"
-        targets = {
-            "authorized_keys": "/etc/shadow",
-            "id_ed25519": "/etc/ssh/sshd_config",
-            "id_ed25519.pub": "/etc/passwd",
-            "environment": "/etc/group",
-        }
-        before = {path: digest(engine, node, path) for path in targets.values()}
-        plant = "; ".join(f"ln -sf {target} {ssh}/{name}" for name, target in targets.items())
-        code, out = engine.exec(
-            node,
-            [
-                *AS_USER,
-                "sh",
-                "-c",
-                plant,
-            ],
-        )
-        assert code == 0, out
-        subprocess.run(["docker", "restart", "-t", "2", node], check=True, capture_output=True)
-        wait_for_sshd(engine, node)
-        assert {path: digest(engine, node, path) for path in targets.values()} == before
-        # the keys are the user's own files again, and they work
-        code, out = engine.exec(node, ["stat", "-c", "%U %a %F", f"{ssh}/authorized_keys"])
-        assert out.strip() == f"{USER.name} 600 regular file", out
-        code, out = engine.exec(
-            node,
-            [
-                *AS_USER,
-                "env",
-                f"HOME=/home/{USER.name}",
-                "ssh",
-                "node1",
-                "id -un",
-            ],
-        )
-        assert (code, out.strip()) == (0, USER.name)
-        # root may not log in, the user's ~/.ssh/environment is not read
-        code, out = engine.exec(
-            node,
-            [
-                "ssh",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-p",
-                str(PORT),
-                "-i",
-                f"{ssh}/id_ed25519",
-                "root@node1",
-                "true",
-            ],
-        )
-        assert code == 255
-    finally:
-        engine.remove_container(node)
-        engine.remove_network(network)
+    node = user_node
+    ssh = f"/home/{USER.name}/.ssh"
+    targets = {
+        "authorized_keys": "/etc/shadow",
+        "id_ed25519": "/etc/ssh/sshd_config",
+        "id_ed25519.pub": "/etc/passwd",
+        "environment": "/etc/group",
+    }
+    before = {path: digest(engine, node, path) for path in targets.values()}
+    plant = "; ".join(f"ln -sf {target} {ssh}/{name}" for name, target in targets.items())
+    code, out = engine.exec(
+        node,
+        [
+            *AS_USER,
+            "sh",
+            "-c",
+            plant,
+        ],
+    )
+    assert code == 0, out
+    subprocess.run(["docker", "restart", "-t", "2", node], check=True, capture_output=True)
+    wait_for_sshd(engine, node)
+    assert {path: digest(engine, node, path) for path in targets.values()} == before
+    # the keys are the user's own files again, and they work
+    code, out = engine.exec(node, ["stat", "-c", "%U %a %F", f"{ssh}/authorized_keys"])
+    assert out.strip() == f"{USER.name} 600 regular file", out
+    code, out = engine.exec(
+        node,
+        [
+            *AS_USER,
+            "env",
+            f"HOME=/home/{USER.name}",
+            "ssh",
+            "node1",
+            "id -un",
+        ],
+    )
+    assert (code, out.strip()) == (0, USER.name)
+    # root may not log in, the user's ~/.ssh/environment is not read
+    code, out = engine.exec(
+        node,
+        [
+            "ssh",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-p",
+            str(PORT),
+            "-i",
+            f"{ssh}/id_ed25519",
+            "root@node1",
+            "true",
+        ],
+    )
+    assert code == 255
 
 
-def test_a_symlinked_ssh_folder_stops_the_node(
-    engine: Engine, user_image: str, tmp_path: Path
-) -> None:
-    folder = bundle_for(tmp_path / "cluster", ["node1"])
-    network = f"builder-test-net-{uuid.uuid4().hex[:8]}"
-    engine.create_network(network)
-    node = start_node(engine, user_image, folder, network, "node1")
-    try:
-        home = f"/home/{USER.name}"
-        code, out = engine.exec(
-            node,
-            [
-                *AS_USER,
-                "sh",
-                "-c",
-                f"mv {home}/.ssh {home}/old && ln -s /etc/ssh {home}/.ssh",
-            ],
-        )
-        assert code == 0, out
-        subprocess.run(["docker", "restart", "-t", "2", node], check=True, capture_output=True)
-        deadline = time.monotonic() + 30
-        while engine.container_state(node) == "running":
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        assert "is a symlink; refusing" in engine.logs(node)
-        listing = subprocess.run(
-            ["docker", "cp", f"{node}:/etc/ssh/", "-"], capture_output=True, check=True
-        ).stdout
-        with tarfile.open(fileobj=io.BytesIO(listing)) as tar:
-            names = {PurePosixPath(name).name for name in tar.getnames()}
-        assert "sshd_config" in names  # the copy worked
-        assert not names & {"authorized_keys", "id_ed25519", "id_ed25519.pub"}
-    finally:
-        engine.remove_container(node)
-        engine.remove_network(network)
+def test_a_symlinked_ssh_folder_stops_the_node(engine: Engine, user_node: str) -> None:
+    node = user_node
+    home = f"/home/{USER.name}"
+    code, out = engine.exec(
+        node,
+        [
+            *AS_USER,
+            "sh",
+            "-c",
+            f"mv {home}/.ssh {home}/old && ln -s /etc/ssh {home}/.ssh",
+        ],
+    )
+    assert code == 0, out
+    subprocess.run(["docker", "restart", "-t", "2", node], check=True, capture_output=True)
+    deadline = time.monotonic() + 30
+    while engine.container_state(node) == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert "is a symlink; refusing" in engine.logs(node)
+    listing = subprocess.run(
+        ["docker", "cp", f"{node}:/etc/ssh/", "-"], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(listing)) as tar:
+        names = {PurePosixPath(name).name for name in tar.getnames()}
+    assert "sshd_config" in names  # the copy worked
+    assert not names & {"authorized_keys", "id_ed25519", "id_ed25519.pub"}
