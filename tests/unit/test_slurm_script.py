@@ -21,15 +21,21 @@ from tests.conftest import real_tool
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.spec.records import Spec
+
+
+def with_slurm(spec: Spec, **changes: object) -> Spec:
+    """spec with launch.slurm changed."""
+    slurm = replace(spec.launch.slurm, **changes)  # type: ignore[arg-type]
+    return replace(spec, launch=replace(spec.launch, slurm=slurm))
+
 
 def script(preset: str = "cuda-torchrun", **launch: object) -> str:
     """The preset's script; a Slurm record without cpus_per_task gets 16, and runtime
     docker is accepted (launch.slurm.docker), unless the test says otherwise."""
     spec = load_preset(preset).spec
     spec = replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
-    slurm = spec.launch.slurm
-    slurm = replace(slurm, cpus_per_task=slurm.cpus_per_task or 16, docker=True)
-    spec = replace(spec, launch=replace(spec.launch, slurm=slurm))
+    spec = with_slurm(spec, cpus_per_task=spec.launch.slurm.cpus_per_task or 16, docker=True)
     runtime = spec.launch.runtime if "runtime" in launch else None
     return sbatch_script(
         spec, image="team/t:1", cluster_dir="/shared/c", source="s", runtime=runtime
@@ -242,14 +248,8 @@ def test_docker_under_srun_is_refused_with_the_reason() -> None:
     spec = load_preset("cuda-torchrun").spec
     with pytest.raises(UsageError, match=r"outside the job's cgroup.*survives scancel"):
         sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="docker")
-    slurm = replace(spec.launch.slurm, runtime="docker")
     with pytest.raises(UsageError, match=r"--runtime apptainer"):
-        sbatch_script(
-            replace(spec, launch=replace(spec.launch, slurm=slurm)),
-            image="t:1",
-            cluster_dir="/c",
-            source="s",
-        )
+        sbatch_script(with_slurm(spec, runtime="docker"), image="t:1", cluster_dir="/c", source="s")
 
 
 def test_the_spec_runtime_docker_is_not_the_batch_runtime() -> None:
@@ -264,13 +264,9 @@ def test_cpus_per_task_is_required_and_reaches_the_step() -> None:
     text = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s")
     assert "#SBATCH --cpus-per-task=64\n" in text
     assert "srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1" in text
-    slurm = replace(spec.launch.slurm, cpus_per_task=None)
     with pytest.raises(SpecError, match=r"launch.slurm.cpus_per_task.*all 8 rank"):
         sbatch_script(
-            replace(spec, launch=replace(spec.launch, slurm=slurm)),
-            image="t:1",
-            cluster_dir="/c",
-            source="s",
+            with_slurm(spec, cpus_per_task=None), image="t:1", cluster_dir="/c", source="s"
         )
 
 
