@@ -31,7 +31,7 @@ from builder.cluster.keys import make_keys
 from builder.engine.docker import connect
 from builder.launch.bundle import write_bundle
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import sif_build_argv
+from builder.launch.sif import sif_build_argv
 from builder.launch.slurm import sbatch_script
 
 

@@ -20,7 +20,6 @@ node), so a printed or ``ps``-visible command line shows the path only.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -28,6 +27,7 @@ from builder import platforms
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError
 from builder.launch.secrets import SECRETS_ENV, SECRETS_SH
+from builder.launch.sif import sif_name
 
 if TYPE_CHECKING:
     from builder.launch.launchers.base import LauncherCommand
@@ -37,7 +37,6 @@ Env = tuple[tuple[str, str], ...]
 INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
 AWS_EFA_FLAGS = ("--privileged",)
 """Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
-APPTAINER_PROGRAMS = ("apptainer", "singularity")
 """What builds a SIF (`builder sif --program`)."""
 
 
@@ -252,6 +251,8 @@ class Runtime:
     name: ClassVar[str]
     serves_ssh: ClassVar[bool] = False
     """A launcher on the first node can reach the others' sshd (deepspeed, mpirun)."""
+    outside_the_job: ClassVar[bool] = False
+    """Under srun, its containers live outside the job's cgroup (a daemon starts them)."""
 
     def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
         """Where a command of this runtime sees the cluster folder."""
@@ -297,6 +298,7 @@ def container_name(spec: Spec) -> str:
 class Docker(Runtime):
     name = "docker"
     serves_ssh = True
+    outside_the_job = True
 
     def start(self, setup: Setup, command: tuple[str, ...] = ()) -> ContainerStart:
         return ContainerStart(
@@ -416,33 +418,3 @@ def runtime(name: str) -> Runtime:
     if name not in _RUNTIMES:
         raise UsageError(f"runtime {name!r}: choose one of {', '.join(RUNTIMES)}")
     return _RUNTIMES[name]
-
-
-# -- SIFs ----------------------------------------------------------------------
-
-
-def sif_name(image: str) -> str:
-    """team/train:1.0 -> train-1.0.sif"""
-    name, tag = _split(image)
-    return f"{name.rsplit('/', 1)[-1]}-{tag}.sif"
-
-
-def sif_build_argv(
-    image: str, *, output: str | None = None, program: str = "apptainer"
-) -> list[str]:
-    """Build a SIF from an image of the local Docker engine."""
-    _split(image)
-    if output is not None and (not output.isprintable() or output.startswith("-")):
-        raise UsageError(f"--output {output!r}: give a file name for the SIF (one line)")
-    if program not in APPTAINER_PROGRAMS:
-        raise UsageError(f"--program {program!r}: choose apptainer or singularity")
-    return [program, "build", output or sif_name(image), f"docker-daemon://{image}"]
-
-
-def _split(image: str) -> tuple[str, str]:
-    match = re.fullmatch(r"([^-\s].*):([A-Za-z0-9_][A-Za-z0-9_.-]*)", image)
-    if match is None or "/" in match[2]:
-        raise UsageError(
-            f"{image!r} has no tag; docker-daemon:// needs name:tag (e.g. {image}:latest)"
-        )
-    return match[1], match[2]

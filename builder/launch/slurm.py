@@ -110,7 +110,7 @@ def sbatch_script(
             "(a script that requires --local_rank must read LOCAL_RANK instead)"
         )
     run, batch_launcher = chosen(spec, runtime or launch.slurm.runtime, name)
-    if run.name == "docker" and not launch.slurm.docker:
+    if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
     setup = setup_of(spec, image, cluster_dir, batch_launcher)

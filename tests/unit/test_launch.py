@@ -146,7 +146,7 @@ def test_cli_json_is_the_plan() -> None:
 
 
 def test_sif_from_the_local_daemon_needs_a_tag() -> None:
-    from builder.launch.runtimes import sif_build_argv
+    from builder.launch.sif import sif_build_argv
 
     assert sif_build_argv("team/train:1.0") == [
         "apptainer",
