@@ -3,15 +3,21 @@ argument surviving one round of shell quoting (shlex.join, then a real bash)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import shlex
 import subprocess
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
+from unittest import mock
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from builder.launch.launchers import deepspeed_argv, torchrun_argv
+from builder.launch.launchers.deepspeed import LAUNCH_OPTIONS, RUNNER_OPTIONS
+from builder.launch.launchers.torchrun import TORCHRUN_OPTIONS
 from builder.launch.plan import launch_plan
 from builder.spec.check import launcher_problems
 from builder.spec.loader import load_preset
@@ -126,3 +132,66 @@ def test_any_argument_survives_display_quoting(args: list[str]) -> None:
         ["bash", "-c", f'printf "%s\\0" {shown}'], capture_output=True, check=True
     ).stdout.decode("utf-8", "surrogateescape")
     assert shell.split("\0")[:-1] == argv
+
+
+def _long_options(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    return tuple(sorted(o for a in parser._actions for o in a.option_strings if o[:2] == "--"))
+
+
+def _parser_of(parse: Any, *argv: object) -> argparse.ArgumentParser:
+    """The ArgumentParser a module's parse function builds (it is asked, never run)."""
+    built: list[argparse.ArgumentParser] = []
+
+    def capture(self: argparse.ArgumentParser, *_: object, **__: object) -> NoReturn:
+        built.append(self)
+        raise SystemExit(0)
+
+    with (
+        mock.patch.object(argparse.ArgumentParser, "parse_args", capture),
+        contextlib.suppress(SystemExit),
+    ):
+        parse(*argv)
+    return built[0]
+
+
+def test_the_option_lists_are_the_real_parsers(
+    deepspeed_runner: Any, torchrun_parser: argparse.ArgumentParser
+) -> None:
+    """What launch.args is checked against is what the installed parsers take."""
+    from deepspeed.launcher import launch
+
+    assert _long_options(_parser_of(deepspeed_runner.parse_args, ["x"])) == RUNNER_OPTIONS
+    assert _long_options(_parser_of(launch.parse_args)) == LAUNCH_OPTIONS
+    assert _long_options(torchrun_parser) == TORCHRUN_OPTIONS
+
+
+@given(arg=st.from_regex(r"--[a-z_=-]{0,8}", fullmatch=True))
+@settings(max_examples=150, deadline=None)
+@example(arg="--=")
+@example(arg="--master")
+@example(arg="--n")
+def test_an_argument_is_refused_exactly_when_a_parser_would_stop_at_it(
+    deepspeed_runner: Any, torchrun_parser: argparse.ArgumentParser, arg: str
+) -> None:
+    for name, parse in (
+        ("deepspeed", lambda a: deepspeed_runner.parse_args(["--hostfile", "/h", "t.py", *a])),
+        ("torchrun", lambda a: torchrun_parser.parse_args(["--nnodes", "1", "t.py", *a])),
+    ):
+        spec = load_preset("cpu-deepspeed").spec
+        refused = any(
+            path == "launch.args[1]"
+            for path, _ in launcher_problems(
+                spec.image, replace(spec.launch, launcher=name, args=("x", arg))
+            )
+        )
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                parse(["x", arg])
+            stopped = False
+        except SystemExit:
+            stopped = "ambiguous option" in stderr.getvalue()
+        if name == "torchrun" or not refused:
+            assert refused == stopped, (name, arg, stderr.getvalue()[-300:])
+        else:  # deepspeed: also refused for deepspeed.launcher.launch on the nodes
+            assert refused

@@ -252,6 +252,8 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("script-newline", spec(launch='script: "train.py\\nid"'), SPEC, "launch.script"),
     ("args-not-list", spec(launch="args: --x"), SPEC, "launch.args"),
     ("args-newline", spec(launch='args: ["--x\\nid"]'), SPEC, "launch.args[0]"),
+    ("args-ambiguous-option", spec(launch='args: [x, "--master"]'), SPEC, "launch.args[1]"),
+    ("args-empty-option", spec(launch='args: ["--="]'), SPEC, "launch.args[0]"),
     (
         "mount-relative",
         spec(launch="mounts: [{source: /d, target: data}]"),

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from builder.errors import shown
+
 if TYPE_CHECKING:
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec, Spec
@@ -91,9 +93,36 @@ class Launcher:
     """Can run as one Slurm task per node (every node runs the same command)."""
     rehearsal: ClassVar[str | None] = None
     """Why a rehearsal cannot run it on this machine, or None when it can."""
-    parses_script_args: ClassVar[bool] = False
-    """Its own argparse takes the script's arguments as REMAINDER, which drops a '--' that
-    comes first (DeepSpeed's runner, torch.distributed.run)."""
+    script_arg_parsers: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """The long options of each argparse parser the script's arguments pass through
+    (as REMAINDER: DeepSpeed's runner and launch, torch.distributed.run); the
+    conformance tests compare them with the real parsers."""
+
+    def _ambiguous_args(self, args: tuple[str, ...]) -> Problems:
+        """Arguments a parser of the launcher stops at before the script runs.
+
+        argparse sorts every argument into option or not before it fills REMAINDER,
+        and an abbreviation of two or more of its own options ("--n", "--master",
+        "--=") is an error there, wherever it stands after the script.
+        """
+        problems: Problems = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                break  # argparse reads everything after it as plain arguments
+            for options in self.script_arg_parsers:
+                matches = ambiguous_abbreviation(arg, options)
+                if matches:
+                    problems.append(
+                        (
+                            f"launch.args[{index}]",
+                            f"{shown(arg)} abbreviates several of {self.name}'s own options "
+                            f"({', '.join(matches[:3])}, ...), and its argument parser stops "
+                            "there before the script runs: give the script's option a name "
+                            "that is not the start of those",
+                        )
+                    )
+                    break
+        return problems
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What this launcher needs from the image (also checked for --launcher overrides)."""
@@ -121,7 +150,8 @@ class Launcher:
                     f"{self.name} needs OpenMPI in the image: set image.openmpi: true",
                 )
             )
-        if self.parses_script_args and launch.args[:1] == ("--",):
+        problems += self._ambiguous_args(launch.args)
+        if self.script_arg_parsers and launch.args[:1] == ("--",):
             problems.append(
                 (
                     "launch.args[0]",
@@ -149,3 +179,15 @@ class Launcher:
         """One of this launcher's launch keys, or its default."""
         default = next(extra.default for extra in self.setting_keys if extra.name == key)
         return launch.settings.get(key, default or "")
+
+
+def ambiguous_abbreviation(arg: str, options: tuple[str, ...]) -> list[str]:
+    """The options argparse (allow_abbrev) finds arg an ambiguous abbreviation of, or []:
+    ``_parse_optional`` takes the part before '=' as a prefix of its long options."""
+    if not arg.startswith("--") or arg in options:
+        return []
+    prefix = arg.split("=", 1)[0]
+    if prefix in options:
+        return []
+    matches = [option for option in options if option.startswith(prefix)]
+    return matches if len(matches) > 1 else []

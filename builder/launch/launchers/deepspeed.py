@@ -69,6 +69,21 @@ def deepspeed_argv(
     return [*argv, script, *args]
 
 
+RUNNER_OPTIONS = (
+    "--autotuning", "--bind_core_list", "--bind_cores_to_rank", "--enable_each_rank_log",
+    "--exclude", "--force_multi", "--help", "--hostfile", "--include", "--launcher",
+    "--launcher_args", "--log_level", "--master_addr", "--master_port", "--module",
+    "--no_local_rank", "--no_python", "--no_ssh", "--no_ssh_check", "--node_rank",
+    "--num_accelerators", "--num_gpus", "--num_nodes", "--quiet", "--save_pid",
+    "--ssh_port", "--venv_script",
+)  # fmt: skip
+LAUNCH_OPTIONS = (
+    "--bind_core_list", "--bind_cores_to_rank", "--enable_each_rank_log", "--help",
+    "--log_level", "--master_addr", "--master_port", "--module", "--no_local_rank",
+    "--no_python", "--node_rank", "--quiet", "--save_pid", "--world_info",
+)  # fmt: skip
+
+
 class DeepSpeed(Launcher):
     name = "deepspeed"
     over_ssh = True
@@ -76,7 +91,8 @@ class DeepSpeed(Launcher):
     needs_deepspeed = True
     needs_pdsh = True
     reads_dsenv = True
-    parses_script_args = True
+    # deepspeed.launcher.runner on the first node, deepspeed.launcher.launch on each (0.19.8)
+    script_arg_parsers = (RUNNER_OPTIONS, LAUNCH_OPTIONS)
     tools = ("sshd", "ssh", "pdsh", "deepspeed", "python")
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:

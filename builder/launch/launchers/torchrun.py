@@ -37,11 +37,29 @@ def torchrun_argv(
     return [*argv, launch.script, *launch.args]
 
 
+TORCHRUN_OPTIONS = (
+    "--duplicate-stderr-filters", "--duplicate-stdout-filters", "--duplicate_stderr_filters",
+    "--duplicate_stdout_filters", "--event-log-handler", "--event_log_handler", "--help",
+    "--local-addr", "--local-ranks-filter", "--local_addr", "--local_ranks_filter",
+    "--log-dir", "--log_dir", "--logs-specs", "--logs_specs", "--master-addr",
+    "--master-port", "--master_addr", "--master_port", "--max-restarts", "--max_restarts",
+    "--module", "--monitor-interval", "--monitor_interval", "--nnodes", "--no-python",
+    "--no_python", "--node-rank", "--node_rank", "--nproc-per-node", "--nproc_per_node",
+    "--numa-binding", "--numa_binding", "--rdzv-backend", "--rdzv-conf", "--rdzv-endpoint",
+    "--rdzv-id", "--rdzv_backend", "--rdzv_conf", "--rdzv_endpoint", "--rdzv_id",
+    "--redirects", "--role", "--run-path", "--run_path", "--shutdown-timeout",
+    "--shutdown_timeout", "--signals-to-handle", "--signals_to_handle", "--standalone",
+    "--start-method", "--start_method", "--tee", "--virtual-local-rank",
+    "--virtual_local_rank",
+)  # fmt: skip
+"""torch.distributed.run's long options (torch 2.13), which read the script's arguments."""
+
+
 class Torchrun(Launcher):
     name = "torchrun"
     tools = ("torchrun", "python")
     batch = True
-    parses_script_args = True
+    script_arg_parsers = (TORCHRUN_OPTIONS,)
 
     def command(self, context: LaunchContext) -> LauncherCommand:
         argv = torchrun_argv(
