@@ -25,7 +25,7 @@ from builder.cluster.keys import (
     node_ssh_config,
 )
 from builder.contract import DSENV, HOSTFILE
-from builder.launch.plan import LaunchPlan, launch_plan
+from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile, check_private, write_files
 
@@ -56,11 +56,11 @@ def write_bundle(
     hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
     port = spec.image.ssh.port
     secrets = secret_files(spec)  # 0600; none when launch.env holds no secret
-    needed = [HOSTFILE, DSENV, AUTHORIZED, HOST_PRIVATE, *(f.path for f in secrets)]
+    needed = needed_files(spec)
     files = [
         OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
         OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
-        OutputFile("launch.sh", 0o755, _script(plan, str(directory.resolve()), needed)),
+        OutputFile("launch.sh", 0o755, launch_script(plan, str(directory.resolve()), needed)),
         OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
         OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
         OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
@@ -71,19 +71,27 @@ def write_bundle(
     return write_files(files, directory, force=force, private=True)
 
 
-def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
+def needed_files(spec: Spec) -> list[str]:
+    """The bundle's files launch.sh checks for on each node before anything starts."""
+    return [HOSTFILE, DSENV, AUTHORIZED, HOST_PRIVATE, *(f.path for f in secret_files(spec))]
+
+
+def launch_script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
     """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run.
 
     It first checks that the bundle is where the commands expect it: `docker run
     -v` would make an empty folder in its place, and DeepSpeed without its
-    hostfile quietly runs on one node.
+    hostfile quietly runs on one node. A launcher or run with a stop action runs
+    in the background while launch.sh waits: Ctrl-C, SIGTERM or SIGHUP run the
+    stop (which reaches every node), and launch.sh ends when the launcher has.
     """
-    starts: dict[str, list[tuple[str, ...]]] = {}
+    starts: dict[str, list[NodeStep]] = {}
     for step in plan.steps:
         if step.role != "launch":
-            starts.setdefault(step.node, []).append(step.argv)
+            starts.setdefault(step.node, []).append(step)
     launchers = plan.of_role("launch")  # deepspeed, mpirun: on the first node, once all are up
-    names = " | ".join([*starts, *(["launch"] if launchers else [])])
+    stops = list(dict.fromkeys(step.stop_argv for step in plan.steps if step.stop_argv))
+    names = " | ".join([*starts, *(["launch"] if launchers else []), *(["stop"] if stops else [])])
     lines = [
         "#!/bin/sh",
         "# Run on each node with its name; then, once every node is up, the launcher.",
@@ -98,16 +106,21 @@ def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
         "    fi",
         "done",
         *_host_checks(plan.host_paths),
+        *_stop_functions(stops),
         'case "${1:-}" in',
     ]
     check = ["    check_node"] if plan.host_paths else []
-    for node, node_commands in starts.items():
+    for node, node_steps in starts.items():
         lines.append(f"{shlex.quote(node)})")
-        lines += check + [f"    {shlex.join(argv)}" for argv in node_commands]
+        lines += check + [line for step in node_steps for line in _run(step, stops)]
         lines.append("    ;;")
     if launchers:
         lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
-        lines += check + [f"    {shlex.join(step.argv)}" for step in launchers]
+        lines += check + [line for step in launchers for line in _run(step, stops)]
+        lines.append("    ;;")
+    if stops:
+        lines.append("stop)  # what Ctrl-C in launch.sh runs: the run's processes on every node")
+        lines += [f"    {_stop_name(stops, argv)}" for argv in stops]
         lines.append("    ;;")
     lines += [
         "*)",
@@ -118,6 +131,40 @@ def _script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _stop_name(stops: list[tuple[str, ...]], argv: tuple[str, ...]) -> str:
+    return "stop_run" if len(stops) == 1 else f"stop_run_{stops.index(argv) + 1}"
+
+
+def _stop_functions(stops: list[tuple[str, ...]]) -> list[str]:
+    """One function per stop action, and `supervise`: run a command in the background
+    (a non-interactive shell's background job ignores SIGINT: the command goes on until
+    the stop ends it), wait until it has ended, and end with its exit code."""
+    if not stops:
+        return []
+    lines = []
+    for argv in stops:
+        lines += [f"{_stop_name(stops, argv)}() {{", f"    {shlex.join(argv)}", "}"]
+    return [
+        *lines,
+        "supervise() {",
+        '    "$@" &',
+        "    child=$!",
+        "    status=0",
+        '    wait "$child" || status=$?',
+        '    while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
+        '    exit "$status"',
+        "}",
+    ]
+
+
+def _run(step: NodeStep, stops: list[tuple[str, ...]]) -> list[str]:
+    """The lines that run step: supervised, with its stop on interrupt, when it has one."""
+    if step.stop_argv is None:
+        return [f"    {shlex.join(step.argv)}"]
+    stop = _stop_name(stops, step.stop_argv)
+    return [f"    trap {stop} INT TERM HUP", f"    supervise {shlex.join(step.argv)}"]
 
 
 def _host_checks(paths: tuple[str, ...]) -> list[str]:
@@ -164,5 +211,8 @@ Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots}
   for deepspeed, `sh launch.sh launch` on the first node then starts the run
   (`plan.json` holds the same commands as argv lists, for scripts). It first
   checks that the bundle, the code and cache folders (`launch.code`,
-  `launch.cache`), the mounts and the script are on the node.
+  `launch.cache`), the mounts and the script are on the node. Ctrl-C on the
+  launcher's launch.sh (or `sh launch.sh stop` on its node) stops every rank
+  on every node; for torchrun, Ctrl-C on the first node's does (the others
+  end with its rendezvous).
 """

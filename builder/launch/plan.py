@@ -5,9 +5,10 @@ every node's container starts (its sshd; role ``start``), then the launcher
 runs on the first node (role ``launch``) with the hostfile and
 .deepspeed_env of the mounted cluster folder. Launchers that run on every
 node (torchrun, c10d rendezvous): each node runs the same command in the
-runtime (role ``run``). The steps are typed actions (``launch.runtimes``);
-the bundle, the rehearsal and the Slurm script read their fields, and argv
-is made only where a step is printed or run. Secret values are not in the
+runtime (role ``run``). The steps are typed actions (``launch.actions``),
+each launcher or run with the action that stops it on every node; the
+bundle, the rehearsal and the Slurm script read their fields, and argv is
+made only where a step is printed or run. Secret values are not in the
 plan at all: its actions name the bundle's secret files instead.
 """
 
@@ -22,18 +23,12 @@ from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import UsageError
 from builder.launch import launchers
 from builder.launch.launchers.base import LaunchContext
-from builder.launch.runtimes import (
-    AWS_EFA_FLAGS,
-    INFINIBAND_FLAGS,
-    RUNTIMES,
-    Action,
-    Setup,
-    runtime,
-)
+from builder.launch.runtimes import AWS_EFA_FLAGS, INFINIBAND_FLAGS, RUNTIMES, Setup, runtime
 from builder.launch.secrets import secret_names, without_secrets
 from builder.spec.check import launcher_problems
 
 if TYPE_CHECKING:
+    from builder.launch.actions import Action
     from builder.launch.launchers.base import Launcher
     from builder.launch.runtimes import Runtime
     from builder.spec.records import Spec
@@ -49,10 +44,18 @@ class NodeStep:
     role: Role
     action: Action
     purpose: str
+    stop: Action | None = None
+    """What stops every process the action started, on every node it reached (run when
+    launch.sh is interrupted, or by `sh launch.sh stop`); None where the interrupt
+    itself reaches them."""
 
     @property
     def argv(self) -> tuple[str, ...]:
         return tuple(self.action.argv())
+
+    @property
+    def stop_argv(self) -> tuple[str, ...] | None:
+        return None if self.stop is None else tuple(self.stop.argv())
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,24 @@ class LaunchPlan:
             "master_addr": self.master_addr,
             "host_paths": list(self.host_paths),
             "commands": [
-                {"node": s.node, "role": s.role, "purpose": s.purpose, "argv": list(s.argv)}
+                {
+                    "node": s.node,
+                    "role": s.role,
+                    "purpose": s.purpose,
+                    "argv": list(s.argv),
+                    "stop": None if s.stop_argv is None else list(s.stop_argv),
+                }
                 for s in self.steps
             ],
         }
 
     def text(self) -> str:
-        return "".join(f"# {s.purpose} (on {s.node})\n{shlex.join(s.argv)}\n" for s in self.steps)
+        lines = []
+        for step in self.steps:
+            lines.append(f"# {step.purpose} (on {step.node})\n{shlex.join(step.argv)}\n")
+            if step.stop_argv is not None:
+                lines.append(f"# what stops it (on {step.node})\n{shlex.join(step.stop_argv)}\n")
+        return "".join(lines)
 
 
 def supported() -> list[tuple[str, str]]:
@@ -199,12 +213,12 @@ def launch_plan(
             if start is not None:
                 steps.append(NodeStep(node, "start", start, "start the node's container (sshd)"))
         purpose = f"the launcher ({chosen_launcher.reaches_with} reaches the rest)"
-        steps.append(NodeStep(nodes[0], "launch", run.exec(setup, command), purpose))
+        action = run.exec(setup, command)
+        steps.append(NodeStep(nodes[0], "launch", action, purpose, run.stop(action)))
     else:
         action = run.run(setup, command)
-        steps += [
-            NodeStep(node, "run", action, run.purpose(chosen_launcher.name)) for node in nodes
-        ]
+        purpose = run.purpose(chosen_launcher.name)
+        steps += [NodeStep(node, "run", action, purpose, run.stop(action)) for node in nodes]
     return LaunchPlan(
         run.name, chosen_launcher.name, nodes, master, tuple(steps), run.host_paths(setup)
     )

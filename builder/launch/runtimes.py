@@ -1,6 +1,6 @@
 """How a node runs a command: in a Docker container, in Apptainer (or Singularity) from
-the SIF, or on the node itself. Actions are typed records; ``argv()`` is the one
-place each becomes a command line.
+the SIF, or on the node itself; each runtime chooses the actions (``launch.actions``)
+of every role, and how each is stopped.
 
 Docker: host networking (the collectives and sshd, on its own port, talk node
 to node), the platform's flags, the cluster folder read-only at
@@ -26,164 +26,27 @@ from typing import TYPE_CHECKING, ClassVar
 from builder import platforms
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError
+from builder.launch.actions import (
+    LAUNCH_MARKER,
+    ApptainerExec,
+    Bind,
+    ContainerExec,
+    ContainerStart,
+    ContainerStop,
+    HostCommand,
+    stop_exec,
+)
 from builder.launch.secrets import SECRETS_ENV, SECRETS_SH
 from builder.launch.sif import sif_name
 
 if TYPE_CHECKING:
+    from builder.launch.actions import Action, Env
     from builder.launch.launchers.base import LauncherCommand
     from builder.spec.records import Spec
 
-Env = tuple[tuple[str, str], ...]
 INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
 AWS_EFA_FLAGS = ("--privileged",)
 """Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
-"""What builds a SIF (`builder sif --program`)."""
-
-
-@dataclass(frozen=True)
-class Bind:
-    """A host path bound into the container; neither side may hold ':' (both
-    `docker run -v` and `apptainer --bind` split on it)."""
-
-    source: str
-    target: str
-    read_only: bool = False
-
-    def __post_init__(self) -> None:
-        for path in (self.source, self.target):
-            if ":" in path:
-                raise UsageError(
-                    f"mount path {path!r} holds ':', which `docker run -v` and "
-                    "`apptainer --bind` cannot carry; use a path without it"
-                )
-
-    def text(self) -> str:
-        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
-
-
-@dataclass(frozen=True)
-class ContainerStart:
-    """`docker run`: a node's container (detached, or a batch task's, removed after)."""
-
-    image: str
-    name: str | None
-    flags: tuple[str, ...]
-    """The platform's flags (GPUs, devices, IPC)."""
-    fabric: tuple[str, ...] = ()
-    """What the node's network fabric needs (InfiniBand devices, EFA)."""
-    binds: tuple[Bind, ...] = ()
-    env: Env = ()
-    command: tuple[str, ...] = ()
-    network: str = "host"
-    hostname: str | None = None
-    aliases: tuple[str, ...] = ()
-    labels: Env = ()
-    detach: bool = True
-    remove: bool = False
-    env_file: str | None = None
-    """The host's file of secret variables (``NAME=value`` lines, read by docker)."""
-
-    def argv(self) -> list[str]:
-        argv = ["docker", "run"]
-        for key, value in self.labels:
-            argv += ["--label", f"{key}={value}"]
-        if self.detach:
-            argv.append("--detach")
-        if self.name is not None:
-            argv += ["--name", self.name]
-        if self.remove:
-            argv.append("--rm")
-        argv += ["--network", self.network]
-        if self.hostname is not None:
-            argv += ["--hostname", self.hostname]
-        for alias in self.aliases:
-            argv += ["--network-alias", alias]
-        argv += [*self.flags, *self.fabric]
-        for bind in self.binds:
-            argv += ["--volume", bind.text()]
-        if self.env_file is not None:
-            argv += ["--env-file", self.env_file]
-        for key, value in self.env:
-            argv += ["--env", f"{key}={value}"]
-        return [*argv, self.image, *self.command]
-
-
-@dataclass(frozen=True)
-class ContainerExec:
-    """`docker exec` of a command in a node's running container."""
-
-    container: str
-    command: tuple[str, ...]
-    env: Env = ()
-    workdir: str | None = None
-
-    def argv(self) -> list[str]:
-        argv = ["docker", "exec"]
-        for key, value in self.env:
-            argv += ["--env", f"{key}={value}"]
-        if self.workdir is not None:
-            argv += ["--workdir", self.workdir]
-        return [*argv, self.container, *self.command]
-
-
-@dataclass(frozen=True)
-class ApptainerExec:
-    """`apptainer exec --cleanenv` (or singularity's) of a command in the SIF."""
-
-    program: str
-    sif: str
-    command: tuple[str, ...]
-    flags: tuple[str, ...] = ()
-    binds: tuple[Bind, ...] = ()
-    env: Env = ()
-    env_file: str | None = None
-    """The host's file of secret variables (shell syntax, evaluated by apptainer)."""
-    workdir: str | None = None
-    """Where the command starts (--pwd); apptainer's default is the host's own folder."""
-
-    @property
-    def env_prefix(self) -> str:
-        """How the program takes a variable through --cleanenv."""
-        return f"{self.program.upper()}ENV_"
-
-    def argv(self) -> list[str]:
-        env = [f"{self.env_prefix}{key}={value}" for key, value in self.env]
-        argv = (["env", *env] if env else []) + [self.program, "exec", "--cleanenv"]
-        if self.env_file is not None:
-            argv += ["--env-file", self.env_file]
-        argv += self.flags
-        for bind in self.binds:
-            argv += ["--bind", bind.text()]
-        if self.workdir is not None:
-            argv += ["--pwd", self.workdir]
-        return [*argv, self.sif, *self.command]
-
-
-@dataclass(frozen=True)
-class HostCommand:
-    """A command on the node itself (runtime none: the node's environment is the image)."""
-
-    command: tuple[str, ...]
-    env: Env = ()
-    env_file: str | None = None
-    """The host's file of secret variables (shell exports), sourced before the command."""
-    workdir: str | None = None
-    """The folder the command starts in (launch.code)."""
-
-    def argv(self) -> list[str]:
-        prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
-        # sh reads the values from the file: argv holds its path, never a value
-        if self.workdir is not None and self.env_file is not None:
-            script = 'cd "$0" && . "$1" && shift && exec "$@"'
-            prefix += ["sh", "-c", script, self.workdir, self.env_file]
-        elif self.workdir is not None:
-            prefix += ["sh", "-c", 'cd "$0" && exec "$@"', self.workdir]
-        elif self.env_file is not None:
-            prefix += ["sh", "-c", '. "$0" && exec "$@"', self.env_file]
-        return [*prefix, *self.command]
-
-
-Action = ContainerStart | ContainerExec | ApptainerExec | HostCommand
 
 
 @dataclass(frozen=True)
@@ -274,6 +137,12 @@ class Runtime:
         """The command as a Slurm task runs it (in the foreground, nothing left behind)."""
         return self.run(setup, command)
 
+    def stop(self, action: Action) -> Action | None:  # noqa: ARG002 - where signals reach
+        """What stops every process that action (the launcher, or a node's run) started,
+        run when launch.sh is interrupted; None where the signal itself reaches them (a
+        command in the node shell's foreground, which apptainer forwards it to)."""
+        return None
+
     def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
         """Variables a batch script exports for this runtime, beside the run's own."""
         return ()
@@ -313,20 +182,33 @@ class Docker(Runtime):
         )
 
     def exec(self, setup: Setup, command: LauncherCommand) -> ContainerExec:
+        # the marker lets stop() find the launcher: the exec's CLI cannot signal it
+        name = container_name(setup.spec)
         return ContainerExec(
-            container=container_name(setup.spec),
+            container=name,
             command=command.argv,
-            env=command.env,
+            env=(*command.env, (LAUNCH_MARKER, name)),
             workdir=setup.spec.image.workdir,
         )
 
     def run(self, setup: Setup, command: LauncherCommand) -> ContainerStart:
-        start = self.start(setup, command.argv)
+        # in the foreground of launch.sh, removed when it ends; its CLI forwards no signal
+        # (a nohup'd CLI would pass on the SIGHUP of a closed terminal): stop() stops it
+        start = replace(self.start(setup, command.argv), detach=False, remove=True, sig_proxy=False)
         return start if not command.env else _with_env(start, command.env)
 
     def batch(self, setup: Setup, command: LauncherCommand) -> ContainerStart:
-        # `docker run` under srun: the task waits for the container and removes it
-        return replace(self.run(setup, command), name=None, detach=False, remove=True)
+        # `docker run` under srun: the task waits for the container and removes it, and
+        # its CLI passes Slurm's signals on
+        return replace(self.run(setup, command), name=None, sig_proxy=True)
+
+    def stop(self, action: Action) -> Action | None:
+        if isinstance(action, ContainerExec):
+            marker = dict(action.env).get(LAUNCH_MARKER)
+            return None if marker is None else stop_exec(action.container, marker)
+        if isinstance(action, ContainerStart) and action.name is not None:
+            return ContainerStop(action.name)
+        return None
 
     def where(self, image: str) -> str:
         return f"in a docker container of {image}"

@@ -20,20 +20,23 @@ from typing import TYPE_CHECKING, Protocol
 from builder.contract import PRESET_LABEL, SSH_PORT_LABEL
 from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.launch import launchers
+from builder.launch.bundle import launch_script, needed_files
 from builder.launch.plan import launch_plan
 from builder.rehearse.session import Session
 from builder.rehearse.slurm import SlurmCluster
 from builder.rehearse.ssh import OverSsh
-from builder.rehearse.staging import workload_of, write_workload
+from builder.rehearse.staging import on_nodes, workload_of, write_workload
 from builder.rehearse.torchrun import EveryNode
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
     from types import TracebackType
 
     from builder.engine.base import Engine
+    from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Outcome
     from builder.spec.records import Spec
 
@@ -91,6 +94,8 @@ class Rehearsal:
             spec, self.session, self.launcher, script, tuple(args), slurm=self.slurm
         )
         self.strategy: Strategy | None = None
+        self.plan: LaunchPlan | None = None
+        """The plan as it runs on this machine's containers (``prepare``)."""
 
     @property
     def outcome(self) -> Outcome:
@@ -98,23 +103,36 @@ class Rehearsal:
 
     def up(self) -> None:
         """The bundle and the network, the image's tools, then the nodes."""
-        session = self.session
+        self.strategy = self.prepare()
+        self.strategy.up()
+
+    def prepare(self) -> Strategy:
+        """The bundle (with ``rehearsal.sh``, its launch.sh for these nodes), the network
+        and the image's tools: all but the nodes."""
+        session, spec = self.session, self.workload.spec
         files = write_workload(self.workload, session, self.image)
         session.say(
             f"bundle for {len(session.nodes)} nodes in {session.folder} ({len(files)} files)"
         )
-        plan = launch_plan(self.workload.spec, image=self.image, cluster_dir=str(session.folder))
+        plan = launch_plan(spec, image=self.image, cluster_dir=str(session.folder))
+        self.plan = on_nodes(plan, session, spec)
+        script = launch_script(self.plan, str(session.folder), needed_files(spec))
+        self.script.write_text(script)
         session.engine.create_network(session.network)
         session.phase("prepare")
         self._check_image()
         session.phase("image check")
         if self.slurm:
-            self.strategy = SlurmCluster(session, self.workload, self.image)
-        elif launchers.get(self.launcher).over_ssh:
-            self.strategy = OverSsh(session, self.workload, plan)
-        else:
-            self.strategy = EveryNode(session, self.workload, plan)
-        self.strategy.up()
+            return SlurmCluster(session, self.workload, self.image)
+        if launchers.get(self.launcher).over_ssh:
+            return OverSsh(session, self.workload, self.plan)
+        return EveryNode(session, self.workload, self.plan)
+
+    @property
+    def script(self) -> Path:
+        """launch.sh for the rehearsal's nodes: `sh rehearsal.sh launch` (or NODE, stop)
+        runs the plan's steps, and their stops, as the bundle's launch.sh does."""
+        return self.session.folder / "rehearsal.sh"
 
     def job(self) -> Outcome:
         """Run the job on the nodes (when they came up) and judge every rank."""

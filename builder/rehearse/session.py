@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from builder.engine.base import Engine
-    from builder.launch.runtimes import ContainerStart
+    from builder.launch.actions import ContainerStart
     from builder.rehearse.report import Expected, RankRow
 
 START_TIMEOUT = 120.0

@@ -13,20 +13,21 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from builder.launch.runtimes import ContainerStart
+from builder.launch.actions import ContainerStart
 from builder.rehearse.report import MARK
 from builder.rehearse.session import tail
-from builder.rehearse.staging import on_node
 
 if TYPE_CHECKING:
+    from builder.engine.base import Engine
     from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Node, Session
     from builder.rehearse.staging import Workload
 
 SSHD_WAIT = 30.0
+STOP_WAIT = 30.0
 FIND_PROCESS = """
 import base64, os, sys
-script = base64.b64decode(sys.argv[1])
+script, ranks = base64.b64decode(sys.argv[1]), 0
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
@@ -36,9 +37,9 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
     # `python [-flags] SCRIPT ...`: a rank (not a launcher that names the script)
     if script in argv and os.path.basename(argv[0]).startswith(b"python"):
         before = argv[1 : argv.index(script)]
-        if all(a.startswith(b"-") and a not in (b"-m", b"-c") for a in before):
-            sys.exit(0)
-sys.exit(1)
+        ranks += all(a.startswith(b"-") and a not in (b"-m", b"-c") for a in before)
+print(ranks)
+sys.exit(0 if ranks else 1)
 """
 
 
@@ -55,9 +56,8 @@ class OverSsh:
         session = self.session
         starts = self.plan.of_role("start")
         for node, step in zip(session.nodes, starts, strict=True):
-            action = on_node(step.action, node, session, self.workload.spec)
-            assert isinstance(action, ContainerStart)
-            session.start(node, action)
+            assert isinstance(step.action, ContainerStart)
+            session.start(node, step.action)
         session.phase("containers up")
         if session.outcome.ok:
             self._wait_for_sshd()
@@ -114,12 +114,12 @@ class OverSsh:
         session = self.session
         (step,) = self.plan.of_role("launch")
         first = session.nodes[0]
-        argv = on_node(step.action, first, session, self.workload.spec).argv()
         session.say(f"job: {self.plan.launcher} on {first.name}")
-        code, output = session.engine.cli(argv, session.timeout, self._show)
+        code, output = session.engine.cli(step.argv, session.timeout, self._show)
         session.phase("job")
         if code is None:
             hung = self._still_running()
+            self._stop(step.stop_argv)
             script = self.workload.spec.launch.script
             for node in hung:
                 what = f"still running {script} after {session.timeout:.0f} s"
@@ -138,6 +138,13 @@ class OverSsh:
                 session.fault(None, f"the launcher exited with code {code}", tail(output))
         session.judge(output, self.workload.expected)
 
+    def _stop(self, argv: tuple[str, ...] | None) -> None:
+        """The plan's stop for a launcher that ran past the timeout: what launch.sh runs
+        on Ctrl-C (the nodes are removed after, unless kept)."""
+        if argv is not None:
+            code, output = self.session.engine.cli(argv, STOP_WAIT)
+            self.session.say(f"stopped the launcher (exit {code}): {output.strip()[-300:]}")
+
     def _show(self, line: str) -> None:
         """A launcher's output line, live; the probe's reports make the table instead."""
         if MARK not in line:
@@ -146,14 +153,18 @@ class OverSsh:
     def _still_running(self) -> list[Node]:
         """Nodes where a rank still runs the job's script."""
         session = self.session
-        # the script's path goes in base64, so this search does not find itself
-        wanted = base64.b64encode(self.workload.spec.launch.script.encode()).decode()
+        script = self.workload.spec.launch.script
         return [
-            node
-            for node in session.nodes
-            if session.state(node) == "running"
-            and session.engine.exec(node.container, ["python3", "-c", FIND_PROCESS, wanted])[0] == 0
+            node for node in session.nodes if ranks_running(session.engine, node.container, script)
         ]
+
+
+def ranks_running(engine: Engine, container: str, script: str) -> int:
+    """How many ranks run script in a running container."""
+    # the script's path goes in base64, so this search does not find itself
+    wanted = base64.b64encode(script.encode()).decode()
+    code, out = engine.exec(container, ["python3", "-c", FIND_PROCESS, wanted])
+    return int(out) if code == 0 else 0
 
 
 def pdsh_failures(output: str) -> list[tuple[str, int]]:

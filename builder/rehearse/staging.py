@@ -27,14 +27,15 @@ from builder import platforms
 from builder.cluster.dsenv import dsenv_for
 from builder.contract import CLUSTER_DIR, DSENV
 from builder.launch import launchers
+from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
 from builder.launch.bundle import write_bundle
-from builder.launch.runtimes import ContainerExec, ContainerStart
 from builder.payload import payload_path
 from builder.rehearse.report import Expected
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
-    from builder.launch.runtimes import Action
+    from builder.launch.actions import Action
+    from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Node, Session
     from builder.spec.records import Spec
 
@@ -126,6 +127,21 @@ def write_workload(workload: Workload, session: Session, image: str) -> list[Pat
     return written
 
 
+def on_nodes(plan: LaunchPlan, session: Session, spec: Spec) -> LaunchPlan:
+    """The plan as the rehearsal runs it on this machine: every step's action and stop
+    for its node's container."""
+    nodes = {node.name: node for node in session.nodes}
+    steps = tuple(
+        replace(
+            step,
+            action=on_node(step.action, nodes[step.node], session, spec),
+            stop=None if step.stop is None else on_node(step.stop, nodes[step.node], session, spec),
+        )
+        for step in plan.steps
+    )
+    return replace(plan, steps=steps)
+
+
 def on_node(action: Action, node: Node, session: Session, spec: Spec) -> Action:
     """A plan action as the rehearsal runs it for node on this machine."""
     if isinstance(action, ContainerStart):
@@ -142,4 +158,6 @@ def on_node(action: Action, node: Node, session: Session, spec: Spec) -> Action:
         )
     if isinstance(action, ContainerExec):
         return replace(action, container=node.container)
+    if isinstance(action, ContainerStop):
+        return replace(action, name=node.container)
     raise TypeError(f"a rehearsal runs docker actions, not {type(action).__name__}")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from builder.launch.runtimes import ContainerStart
+from builder.launch.actions import ContainerStart
 from builder.rehearse.session import tail
-from builder.rehearse.staging import on_node
 
 if TYPE_CHECKING:
     from builder.launch.plan import LaunchPlan
@@ -42,9 +42,9 @@ class EveryNode:
         """Start every node's container: its command is the job, which starts with it."""
         session = self.session
         for node, step in zip(session.nodes, self.plan.of_role("run"), strict=True):
-            action = on_node(step.action, node, session, self.workload.spec)
-            assert isinstance(action, ContainerStart)
-            session.start(node, action)
+            assert isinstance(step.action, ContainerStart)
+            # detached and kept until teardown: the rehearsal waits on them and reads logs
+            session.start(node, replace(step.action, detach=True, remove=False))
         session.phase("containers up")
 
     def job(self) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.errors import EngineUnavailable
 from builder.image.inputs import BuildInputs, load_inputs
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
@@ -209,6 +210,22 @@ def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not wheels:
         unavailable(f"cannot download einops 0.8.1: {result.stderr.strip()[-300:]}")
     return wheels[0]
+
+
+def leftovers(engine: DockerEngine) -> tuple[list[str], list[str], int]:
+    """The rehearsals' containers and networks, and how many volumes the engine has."""
+    client = engine._client
+    containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": LABEL})]
+    networks = [str(n.name) for n in client.networks.list() if str(n.name).startswith("rehearse-")]
+    return containers, networks, len(client.volumes.list())
+
+
+@pytest.fixture
+def clean(engine: DockerEngine, cpu_image: BuildResult) -> Iterator[None]:
+    """Every rehearsal test leaves the engine as it found it."""
+    before = leftovers(engine)
+    yield
+    assert leftovers(engine) == ([], [], before[2])
 
 
 def run(nodes: int, launcher: str, **options: object) -> Outcome:

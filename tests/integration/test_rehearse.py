@@ -18,14 +18,13 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.rehearse.run import rehearse
 from builder.spec.loader import load_preset
 from tests.conftest import ctrl_c_reaches_it
-from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, run, run_between
+from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, leftovers, run, run_between
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
     from builder.engine import DockerEngine, Engine
@@ -36,21 +35,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 SLOTS = load_preset("cpu-deepspeed").spec.launch.slots
-
-
-def _leftovers(engine: DockerEngine) -> tuple[list[str], list[str], int]:
-    client = engine._client
-    containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": LABEL})]
-    networks = [str(n.name) for n in client.networks.list() if str(n.name).startswith("rehearse-")]
-    return containers, networks, len(client.volumes.list())
-
-
-@pytest.fixture
-def clean(engine: DockerEngine, cpu_image: BuildResult) -> Iterator[None]:
-    """Every test leaves the engine as it found it."""
-    before = _leftovers(engine)
-    yield
-    assert _leftovers(engine) == ([], [], before[2])
 
 
 @pytest.mark.usefixtures("clean")
@@ -218,7 +202,7 @@ def test_an_image_without_what_the_launcher_needs_is_refused(
             nodes=2,
             launcher="deepspeed",
         )
-    assert _leftovers(engine)[:2] == ([], [])
+    assert leftovers(engine)[:2] == ([], [])
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +239,7 @@ def test_keep_leaves_the_cluster_up_until_removed(
     outcome = run(2, "torchrun", keep=True)
     assert outcome.ok
     assert outcome.kept is not None
-    containers, networks, _ = _leftovers(engine)
+    containers, networks, _ = leftovers(engine)
     try:
         assert len(containers) == 2
         assert len(networks) == 1

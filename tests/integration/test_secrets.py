@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builder.launch.actions import ContainerStart
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import ContainerStart
 from builder.launch.secrets import SECRETS_ENV, secret_files
 from builder.output import write_files
 from builder.spec.loader import load_preset

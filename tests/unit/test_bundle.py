@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import stat
 import subprocess
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,7 +19,7 @@ from builder.cli import app
 from builder.errors import OutputExists
 from builder.launch.bundle import write_bundle
 from builder.spec.loader import load_preset
-from tests.conftest import real_tool
+from tests.conftest import ctrl_c_reaches_it, real_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,7 +68,7 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     subprocess.run([real_tool("shellcheck"), "--shell=sh", str(script)], check=True)
     usage = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False)
     assert usage.returncode == 2
-    assert "usage: sh launch.sh {node1 | node2 | launch}" in usage.stderr
+    assert "usage: sh launch.sh {node1 | node2 | launch | stop}" in usage.stderr
     # what node2 would run: exactly its own container start, taken from the plan, once
     # the code and cache folders and the script are on the node
     code, cache = tmp_path / "code", tmp_path / "cache"
@@ -89,6 +92,74 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     assert len(trace) == 1
     assert trace[0].startswith("run --detach --name builder-cpu-deepspeed")
     assert f"--volume {code}:/workspace --volume {cache}:{cache}" in trace[0]
+
+
+FAKE_DOCKER = """#!/bin/sh
+# `docker exec ... deepspeed ...`: a launcher that only SIGTERM ends (a background job
+# of sh ignores SIGINT); `docker exec ... sh -c STOP ...`: the plan's stop, which finds
+# it as the real one does (here through its pid file)
+log=$FAKE_LOG
+case "$*" in
+    *" sh -c "*)
+        for last; do :; done
+        echo "stop: $1 $2 ... $last" >>"$log"
+        kill -TERM "$(cat "$log.pid")" ;;
+    *deepspeed*)
+        trap 'echo "launcher: TERM" >>"$log"; exit 7' TERM
+        echo $$ >"$log.pid"
+        while :; do sleep 0.1; done ;;
+    *) echo "unexpected: $*" >>"$log"; exit 99 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "stop"])
+def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
+    tmp_path: Path, how: str
+) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group), SIGTERM to launch.sh, or `sh
+    launch.sh stop` from elsewhere: the plan's stop runs, and launch.sh ends only when the
+    launcher has, with its exit code."""
+    code, cache, folder = tmp_path / "code", tmp_path / "cache", tmp_path / "cluster"
+    code.mkdir()
+    cache.mkdir()
+    (code / "train.py").write_text("")
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
+    write_bundle(spec, folder, image="i:1", force=False)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "docker").write_text(FAKE_DOCKER)
+    (fake / "docker").chmod(0o755)
+    log = tmp_path / "log"
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "FAKE_LOG": str(log)}
+    launch = subprocess.Popen(
+        ["sh", str(folder / "launch.sh"), "launch"],
+        env=env,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
+    )
+    pid_file = tmp_path / "log.pid"
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the launcher did not start"
+    time.sleep(0.2)
+    if how == "ctrl-c":
+        os.killpg(launch.pid, signal.SIGINT)
+    elif how == "sigterm":
+        launch.send_signal(signal.SIGTERM)
+    else:
+        subprocess.run(["sh", str(folder / "launch.sh"), "stop"], env=env, check=True)
+    _, stderr = launch.communicate(timeout=20)
+    lines = log.read_text().splitlines()
+    assert lines[-1] == "launcher: TERM", lines
+    assert [line for line in lines if line.startswith("stop")] == [
+        "stop: exec builder-cpu-deepspeed ... 30"
+    ]
+    assert launch.returncode == 7, stderr
 
 
 def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) -> None:

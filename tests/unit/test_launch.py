@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -9,8 +10,8 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import UsageError
+from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import ContainerExec, ContainerStart, HostCommand
 from builder.spec.loader import load_preset
 from builder.spec.records import Mount, Spec
 
@@ -87,11 +88,41 @@ def test_the_plan_is_typed_data_per_node_and_role() -> None:
     assert isinstance(launcher, ContainerExec)
     assert launcher.container == start.name
     assert launcher.command[0] == "deepspeed"
-    assert dict(launcher.env) == {"DS_ENV_FILE": "/etc/builder/cluster/.deepspeed_env"}
+    assert dict(launcher.env) == {
+        "DS_ENV_FILE": "/etc/builder/cluster/.deepspeed_env",
+        "BUILDER_LAUNCH": "builder-cpu-deepspeed",  # what its stop finds it by
+    }
     bare = launch_plan(
         load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
     )
     assert [type(s.action) for s in bare.steps] == [HostCommand]
+
+
+def test_what_each_runtime_stops_and_how() -> None:
+    """docker exec: a second exec that finds the launcher by its marker; a node's docker
+    run: docker stop; sshd's containers stay up; apptainer and the bare node get the
+    signal itself (in launch.sh's foreground), so they have no stop."""
+    spec = load_preset("cpu-deepspeed").spec
+    plan = launch_plan(spec, image="i:1", cluster_dir="/c")
+    assert [s.stop for s in plan.of_role("start")] == [None, None]
+    (launcher,) = plan.of_role("launch")
+    assert isinstance(launcher.stop, ContainerExec)
+    assert launcher.stop.container == "builder-cpu-deepspeed"
+    assert launcher.stop_argv is not None
+    assert launcher.stop_argv[-2:] == ("BUILDER_LAUNCH=builder-cpu-deepspeed", "30")
+    assert json.loads(json.dumps(plan.as_data()))["commands"][-1]["stop"][:4] == [
+        "docker", "exec", "builder-cpu-deepspeed", "sh"
+    ]  # fmt: skip
+    torchrun = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="torchrun")
+    for step in torchrun.steps:
+        assert step.stop_argv == ("docker", "stop", "--time", "30", "builder-cpu-deepspeed")
+        assert {"--rm", "--sig-proxy=false"} <= set(step.argv)
+        assert "--detach" not in step.argv
+    for runtime in ("apptainer", "none"):
+        other = launch_plan(
+            spec, image="i:1", cluster_dir="/c", runtime=runtime, launcher="torchrun"
+        )
+        assert [s.stop for s in other.steps] == [None, None]
 
 
 def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
@@ -186,7 +217,13 @@ def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
     spec = replace(spec, image=replace(spec.image, openmpi=True))
     plan = launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
     argv = plan.steps[-1].argv
-    assert argv[:4] == ("docker", "exec", "--workdir", "/workspace")
+    assert argv[:5] == (
+        "docker",
+        "exec",
+        "--env",
+        "BUILDER_LAUNCH=builder-cpu-deepspeed",
+        "--workdir",
+    )
     assert "--allow-run-as-root" in argv
     assert argv[argv.index("-np") + 1] == "4"
     assert "MASTER_ADDR=node1" in argv

@@ -11,8 +11,8 @@ from builder import platforms
 from builder.cluster.dsenv import dsenv_for
 from builder.errors import SpecError
 from builder.fingerprint.record import Fingerprint
+from builder.launch.actions import ApptainerExec, ContainerStart
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import ApptainerExec, ContainerStart
 from builder.launch.slurm import sbatch_script
 from builder.platforms.rocm import torch_rocm_index
 from builder.spec.loader import load_preset, parse_spec

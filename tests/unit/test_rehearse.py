@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from builder.contract import REHEARSAL_LABEL
+from builder.launch.actions import ContainerStart
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import ContainerStart
 from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
 from builder.rehearse.session import Node
 from builder.rehearse.staging import on_node

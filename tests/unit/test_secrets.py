@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.cluster.dsenv import dsenv_for
 from builder.errors import UsageError
+from builder.launch.actions import ApptainerExec, ContainerStart, HostCommand
 from builder.launch.bundle import write_bundle
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import ApptainerExec, ContainerStart, HostCommand
 from builder.launch.secrets import (
     SECRETS_ENV,
     SECRETS_SH,

@@ -1,0 +1,227 @@
+"""What runs on a node, as typed records: ``argv()`` is the one place each becomes a
+command line (``docker run``/``exec``/``stop``, ``apptainer exec``, or the
+node's own shell). The runtimes (``launch.runtimes``) choose them; plans hold them
+as data until launch.sh, the rehearsal or the Slurm script runs them.
+
+How a run is stopped is an action too. ``docker exec`` starts its command in a
+session of its own, which the exec's CLI does not signal when it dies (Ctrl-C
+on a `docker exec` without a terminal leaves DeepSpeed's runner, pdsh and every
+rank running): ``stop_exec`` is a second ``docker exec`` that sends SIGTERM to
+the process group of the command the first one started, found by the marker
+variable in its environment. DeepSpeed's runner answers SIGTERM by stopping
+pdsh and running `pkill` on every node; mpirun by stopping its ranks
+everywhere. A detached container is stopped with ``docker stop``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from builder.errors import UsageError
+
+Env = tuple[tuple[str, str], ...]
+LAUNCH_MARKER = "BUILDER_LAUNCH"
+"""Set in the environment of the launcher a ``docker exec`` starts: its stop finds it."""
+STOP_GRACE = 30
+"""Seconds `docker stop` gives a container's main process (torchrun stops its workers
+and may wait for them to save) before it kills the rest."""
+STOP_EXEC = r"""marker=$1 grace=$2
+found=
+for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    stat=$(cat "$dir/stat" 2>/dev/null) || continue
+    set -- ${stat##*) }
+    # started by docker exec (its parent is outside the container), not this script
+    [ "$2" = 0 ] && [ "$pid" != 1 ] && [ "$pid" != $$ ] || continue
+    grep -Fqxz -e "$marker" "$dir/environ" 2>/dev/null || continue
+    found="$found $pid"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+done
+if [ -z "$found" ]; then
+    echo "stop: no launcher with $marker runs in $(hostname)" >&2
+    exit 0
+fi
+echo "stop: sent SIGTERM to the launcher (process group$found) in $(hostname)" >&2
+# it stops the ranks on every node, then itself: wait for that
+waited=0
+for pid in $found; do
+    while kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; do
+        if [ "$waited" -ge "$grace" ]; then
+            echo "stop: the launcher (process group $pid) still runs after $grace s" >&2
+            exit 1
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+done
+echo "stop: the launcher has ended" >&2
+"""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path bound into the container; neither side may hold ':' (both
+    `docker run -v` and `apptainer --bind` split on it)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        for path in (self.source, self.target):
+            if ":" in path:
+                raise UsageError(
+                    f"mount path {path!r} holds ':', which `docker run -v` and "
+                    "`apptainer --bind` cannot carry; use a path without it"
+                )
+
+    def text(self) -> str:
+        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class ContainerStart:
+    """`docker run`: a node's container (detached with its sshd, or attached to the shell
+    that runs it and removed after)."""
+
+    image: str
+    name: str | None
+    flags: tuple[str, ...]
+    """The platform's flags (GPUs, devices, IPC)."""
+    fabric: tuple[str, ...] = ()
+    """What the node's network fabric needs (InfiniBand devices, EFA)."""
+    binds: tuple[Bind, ...] = ()
+    env: Env = ()
+    command: tuple[str, ...] = ()
+    network: str = "host"
+    hostname: str | None = None
+    aliases: tuple[str, ...] = ()
+    labels: Env = ()
+    detach: bool = True
+    remove: bool = False
+    sig_proxy: bool = True
+    """An attached CLI passes the signals it gets on to the container's process."""
+    env_file: str | None = None
+    """The host's file of secret variables (``NAME=value`` lines, read by docker)."""
+
+    def argv(self) -> list[str]:
+        argv = ["docker", "run"]
+        for key, value in self.labels:
+            argv += ["--label", f"{key}={value}"]
+        if self.detach:
+            argv.append("--detach")
+        if self.name is not None:
+            argv += ["--name", self.name]
+        if self.remove:
+            argv.append("--rm")
+        if not self.detach and not self.sig_proxy:
+            argv.append("--sig-proxy=false")
+        argv += ["--network", self.network]
+        if self.hostname is not None:
+            argv += ["--hostname", self.hostname]
+        for alias in self.aliases:
+            argv += ["--network-alias", alias]
+        argv += [*self.flags, *self.fabric]
+        for bind in self.binds:
+            argv += ["--volume", bind.text()]
+        if self.env_file is not None:
+            argv += ["--env-file", self.env_file]
+        for key, value in self.env:
+            argv += ["--env", f"{key}={value}"]
+        return [*argv, self.image, *self.command]
+
+
+@dataclass(frozen=True)
+class ContainerExec:
+    """`docker exec` of a command in a node's running container."""
+
+    container: str
+    command: tuple[str, ...]
+    env: Env = ()
+    workdir: str | None = None
+
+    def argv(self) -> list[str]:
+        argv = ["docker", "exec"]
+        for key, value in self.env:
+            argv += ["--env", f"{key}={value}"]
+        if self.workdir is not None:
+            argv += ["--workdir", self.workdir]
+        return [*argv, self.container, *self.command]
+
+
+@dataclass(frozen=True)
+class ApptainerExec:
+    """`apptainer exec --cleanenv` (or singularity's) of a command in the SIF."""
+
+    program: str
+    sif: str
+    command: tuple[str, ...]
+    flags: tuple[str, ...] = ()
+    binds: tuple[Bind, ...] = ()
+    env: Env = ()
+    env_file: str | None = None
+    """The host's file of secret variables (shell syntax, evaluated by apptainer)."""
+    workdir: str | None = None
+    """Where the command starts (--pwd); apptainer's default is the host's own folder."""
+
+    @property
+    def env_prefix(self) -> str:
+        """How the program takes a variable through --cleanenv."""
+        return f"{self.program.upper()}ENV_"
+
+    def argv(self) -> list[str]:
+        env = [f"{self.env_prefix}{key}={value}" for key, value in self.env]
+        argv = (["env", *env] if env else []) + [self.program, "exec", "--cleanenv"]
+        if self.env_file is not None:
+            argv += ["--env-file", self.env_file]
+        argv += self.flags
+        for bind in self.binds:
+            argv += ["--bind", bind.text()]
+        if self.workdir is not None:
+            argv += ["--pwd", self.workdir]
+        return [*argv, self.sif, *self.command]
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    """A command on the node itself (runtime none: the node's environment is the image)."""
+
+    command: tuple[str, ...]
+    env: Env = ()
+    env_file: str | None = None
+    """The host's file of secret variables (shell exports), sourced before the command."""
+    workdir: str | None = None
+    """The folder the command starts in (launch.code)."""
+
+    def argv(self) -> list[str]:
+        prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
+        # sh reads the values from the file: argv holds its path, never a value
+        if self.workdir is not None and self.env_file is not None:
+            script = 'cd "$0" && . "$1" && shift && exec "$@"'
+            prefix += ["sh", "-c", script, self.workdir, self.env_file]
+        elif self.workdir is not None:
+            prefix += ["sh", "-c", 'cd "$0" && exec "$@"', self.workdir]
+        elif self.env_file is not None:
+            prefix += ["sh", "-c", '. "$0" && exec "$@"', self.env_file]
+        return [*prefix, *self.command]
+
+
+@dataclass(frozen=True)
+class ContainerStop:
+    """`docker stop`: SIGTERM to a container's main process, SIGKILL after the grace."""
+
+    name: str
+    grace: int = STOP_GRACE
+
+    def argv(self) -> list[str]:
+        return ["docker", "stop", "--time", str(self.grace), self.name]
+
+
+def stop_exec(container: str, marker: str) -> ContainerExec:
+    """What stops the launcher a ``docker exec`` started with the marker's value in its
+    environment."""
+    marker_line = f"{LAUNCH_MARKER}={marker}"
+    return ContainerExec(container, ("sh", "-c", STOP_EXEC, "stop", marker_line, str(STOP_GRACE)))
+
+
+Action = ContainerStart | ContainerExec | ApptainerExec | HostCommand | ContainerStop

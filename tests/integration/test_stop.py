@@ -1,0 +1,125 @@
+"""Ctrl-C on the launcher stops every rank on every node, for real: the rehearsal's
+launch.sh (the bundle's script, made from the same plan for these containers) runs
+DeepSpeed's runner with pdsh, or torchrun on every node, in its own process group
+as a terminal's foreground job; SIGINT goes to that group, as Ctrl-C sends it, and
+afterwards no rank process may be left in any node's container."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.engine import connect
+from builder.errors import NotInEngine
+from builder.rehearse.run import Rehearsal
+from builder.rehearse.ssh import ranks_running
+from builder.rehearse.staging import USER_SCRIPTS
+from builder.spec.loader import load_preset
+from tests.conftest import ctrl_c_reaches_it
+from tests.integration.conftest import IMAGE
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.engine import Engine
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean")]
+
+SLOTS = load_preset("cpu-deepspeed").spec.launch.slots
+SLEEPER = """\
+import os, time
+print(f"rank {os.environ['RANK']} runs on {os.uname().nodename}", flush=True)
+time.sleep(3600)
+"""
+
+
+def ranks(engine: Engine, container: str, script: str) -> int:
+    """How many ranks run script in container (0 once the container is gone)."""
+    try:
+        running = engine.container_state(container) == "running"
+    except NotInEngine:
+        return 0
+    return ranks_running(engine, container, script) if running else 0
+
+
+def foreground(script: Path, *args: str) -> subprocess.Popen[str]:
+    """`sh script args` as a terminal's foreground job: its own process group, SIGINT on."""
+    return subprocess.Popen(
+        ["sh", str(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
+    )
+
+
+def every_rank_runs(engine: Engine, containers: list[str], script: str) -> None:
+    deadline = time.monotonic() + 120
+    while not all(ranks(engine, c, script) == SLOTS for c in containers):
+        if time.monotonic() > deadline:
+            pytest.fail(f"not every node runs its {SLOTS} ranks within 120 s")
+        time.sleep(0.5)
+
+
+def sleeping(tmp_path: Path, launcher: str) -> tuple[Rehearsal, str]:
+    """A 2-node rehearsal of a script whose ranks run until stopped, and the script's path
+    in the containers."""
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    rehearsal = Rehearsal(
+        load_preset("cpu-deepspeed").spec,
+        image=IMAGE,
+        engine=connect(),
+        nodes=2,
+        launcher=launcher,
+        script=str(script),
+    )
+    return rehearsal, f"{USER_SCRIPTS}/{script.name}"
+
+
+def test_ctrl_c_on_the_deepspeed_launcher_stops_every_rank_on_every_node(
+    tmp_path: Path,
+) -> None:
+    rehearsal, script = sleeping(tmp_path, "deepspeed")
+    engine = rehearsal.session.engine
+    with rehearsal:
+        rehearsal.up()
+        assert rehearsal.outcome.ok, [f.text() for f in rehearsal.outcome.faults]
+        containers = [node.container for node in rehearsal.session.nodes]
+        launch = foreground(rehearsal.script, "launch")
+        every_rank_runs(engine, containers, script)
+        os.killpg(launch.pid, signal.SIGINT)  # Ctrl-C
+        output, _ = launch.communicate(timeout=60)
+        assert "stop: the launcher has ended" in output, output
+        # sshd's containers stay up for the next run; no rank is left in any
+        assert [engine.exit_code(c) for c in containers] == [None, None]
+        assert [ranks(engine, c, script) for c in containers] == [0, 0], output
+
+
+def test_ctrl_c_on_the_first_nodes_torchrun_stops_every_rank_on_every_node(
+    tmp_path: Path,
+) -> None:
+    """torchrun runs on every node (`sh launch.sh NODE` on each); Ctrl-C on the first
+    node's, which holds the c10d rendezvous, stops its ranks, and the others' agents stop
+    theirs when the rendezvous goes (torchrun's own behaviour: a node's agent does not
+    notice a peer that left while its ranks run; README, "Stopping a run")."""
+    rehearsal, script = sleeping(tmp_path, "torchrun")
+    engine = rehearsal.session.engine
+    with rehearsal:
+        rehearsal.prepare()
+        assert rehearsal.outcome.ok, [f.text() for f in rehearsal.outcome.faults]
+        nodes = rehearsal.session.nodes
+        runs = [foreground(rehearsal.script, node.name) for node in nodes]
+        containers = [node.container for node in nodes]
+        every_rank_runs(engine, containers, script)
+        os.killpg(runs[0].pid, signal.SIGINT)  # Ctrl-C on node1's launch.sh
+        outputs = [run.communicate(timeout=90)[0] for run in runs]
+        assert [ranks(engine, c, script) for c in containers] == [0, 0], outputs
+        # node2's launch.sh had no signal: torchrun there ended when the rendezvous went
+        assert runs[1].returncode not in (None, 0), outputs[1]
