@@ -1,4 +1,8 @@
-"""NVIDIA CUDA: nvidia/cuda cuDNN devel bases, torch from PyTorch's CUDA wheel indexes.
+"""NVIDIA CUDA: nvidia/cuda devel bases, torch from PyTorch's CUDA wheel indexes.
+
+The base is devel without cuDNN: the torch wheels bring their own cuDNN (the
+nvidia-cudnn-cu12/cu13 packages), and devel keeps nvcc and the headers that
+DeepSpeed's just-in-time ops compile against.
 
 Containers get every GPU, host IPC, unlimited memlock and a large stack
 (NCCL breaks on Docker's 64 MB /dev/shm); Apptainer gets ``--nv``; Slurm
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 
 # torch minor -> CUDA wheel indexes on download.pytorch.org that carry it
 # (PyTorch's previous-versions page and RELEASE.md compatibility matrix).
+# 2.14: RELEASE.md's 2.14 row (pytorch/pytorch#194367): CUDA 12.6 legacy, 13.0,
+# 13.2 (PyPI). 2.15: the 2.15 CUDA support matrix RFC (pytorch/pytorch#190385) and
+# the dev-discuss notice "CUDA 12.6 wheels will no longer be published from PyTorch
+# 2.15" (builds removed in pytorch/test-infra#8739): 13.0 and 13.2 (PyPI) only.
 TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
     "2.1": ("cu118", "cu121"),
     "2.2": ("cu118", "cu121"),
@@ -42,10 +50,12 @@ TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
     "2.12": ("cu126", "cu130", "cu132"),
     "2.13": ("cu126", "cu130", "cu132"),
     "2.14": ("cu126", "cu130", "cu132"),
+    "2.15": ("cu130", "cu132"),
 }
 
-# nvidia/cuda X.Y.Z-cudnn-devel-OS tags NVIDIA still publishes (its
-# supported-tags list; older tags are deleted after the driver's end of life).
+# nvidia/cuda X.Y.Z-devel-OS tags NVIDIA still publishes (its supported-tags
+# list; older tags are deleted after the driver's end of life). NVIDIA builds each
+# cudnn-devel tag on the devel tag of the same version and OS.
 CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
     "12.4.1": ("ubuntu22.04",),
     "12.6.3": ("ubuntu22.04", "ubuntu24.04"),
@@ -54,7 +64,7 @@ CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
     "13.1.2": ("ubuntu22.04", "ubuntu24.04"),
     "13.2.1": ("ubuntu22.04", "ubuntu24.04"),
 }
-DEFAULT_CUDA = "12.6.3"
+DEFAULT_CUDA = "13.2.1"
 DEFAULT_OS = "ubuntu22.04"
 
 
@@ -78,7 +88,7 @@ class Cuda(Platform):
 
     name = "cuda"
     version_keys = (
-        Extra("cuda", "CUDA toolkit version (cuda only), e.g. 12.6.3.", VERSION_PATTERN),
+        Extra("cuda", "CUDA toolkit version (cuda only), e.g. 13.2.1.", VERSION_PATTERN),
     )
     hashed_when_unset = ("cuda",)
     base_family = re.compile(r"(^|/)(nvidia/cuda|nvcr\.io/nvidia/)|cuda", re.IGNORECASE)
@@ -93,7 +103,7 @@ class Cuda(Platform):
 
     def default_base(self, image: ImageSpec) -> str:
         cuda = image.versions.get("cuda", DEFAULT_CUDA)
-        return f"nvidia/cuda:{cuda}-cudnn-devel-{image.os or DEFAULT_OS}"
+        return f"nvidia/cuda:{cuda}-devel-{image.os or DEFAULT_OS}"
 
     def torch_index(self, image: ImageSpec) -> str | None:
         if image.torch_index:
@@ -110,13 +120,13 @@ class Cuda(Platform):
                 problems.append(
                     (
                         "image.cuda",
-                        f"nvidia/cuda has no {cuda}-cudnn-devel image (any more); use one of "
+                        f"nvidia/cuda has no {cuda}-devel image (any more); use one of "
                         f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base",
                     )
                 )
             elif (image.os or DEFAULT_OS) not in oses:
                 problems.append(
-                    ("image.os", f"nvidia/cuda {cuda}-cudnn-devel exists for {', '.join(oses)}")
+                    ("image.os", f"nvidia/cuda {cuda}-devel exists for {', '.join(oses)}")
                 )
         return problems + super().problems(image) + wheel_problems(
             image, key="cuda", toolkit=cuda, table=TORCH_CUDA_INDEXES, choose=torch_cuda_index,

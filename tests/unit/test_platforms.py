@@ -14,6 +14,12 @@ from builder.fingerprint.record import Fingerprint
 from builder.launch.actions import ApptainerExec, ContainerStart
 from builder.launch.plan import launch_plan
 from builder.launch.slurm import sbatch_script
+from builder.platforms.cuda import (
+    CUDA_DEVEL_TAGS,
+    DEFAULT_CUDA,
+    TORCH_CUDA_INDEXES,
+    torch_cuda_index,
+)
 from builder.platforms.rocm import torch_rocm_index
 from builder.spec.loader import load_preset, parse_spec
 
@@ -24,6 +30,11 @@ image:
   torch: "2.14.1"
 """
 TORCHRUN = "launch: {launcher: torchrun}\n"
+CUDA = """\
+name: c
+image:
+  accelerator: cuda
+"""
 
 
 def rocm(extra: str = "") -> str:
@@ -92,6 +103,62 @@ def test_each_platform_starts_its_containers_its_way(
 )
 def test_rocm_index_matches_the_bases_rocm(torch: str, rocm: str, index: str | None) -> None:
     assert torch_rocm_index(torch, rocm) == index
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "index"),
+    [
+        ("2.15.0", "13.2.1", "cu132"),
+        ("2.15.0", "13.1.2", "cu130"),
+        ("2.15.0", "13.0.3", "cu130"),
+        ("2.15.0", "12.9.1", None),  # 2.15 publishes no CUDA 12 wheels
+        ("2.14.1", "12.6.3", "cu126"),  # 2.14 still has the legacy line
+        ("2.14.1", "13.2.1", "cu132"),
+    ],
+)
+def test_torch_2_15_resolves_to_the_indexes_pytorch_publishes(
+    torch: str, cuda: str, index: str | None
+) -> None:
+    assert TORCH_CUDA_INDEXES["2.15"] == ("cu130", "cu132")
+    assert torch_cuda_index(torch, cuda) == index
+
+
+def test_torch_2_15_on_a_cuda_12_base_is_refused() -> None:
+    found = problems(CUDA + '  cuda: "12.9.1"\n  torch: "2.15.0"\n' + TORCHRUN)
+    assert found == [
+        (
+            "image.torch",
+            "torch 2.15.0 has no wheels for CUDA 12.9.1 (it is built for cu130, cu132): "
+            "change image.cuda or image.torch",
+        )
+    ]
+
+
+def test_cuda_default_base_is_devel_without_cudnn() -> None:
+    """The torch wheels bring their own cuDNN; devel stays for nvcc (DeepSpeed's JIT ops)."""
+    cuda = platforms.get("cuda")
+    plain = cuda.resolve(parse_spec(CUDA + '  torch: "2.14.1"\n' + TORCHRUN, "s").image)
+    assert plain.base == f"nvidia/cuda:{DEFAULT_CUDA}-devel-ubuntu22.04"
+    assert plain.torch_index == "https://download.pytorch.org/whl/cu132"
+    for preset in ("cuda-deepspeed", "cuda-torchrun"):
+        resolved = cuda.resolve(load_preset(preset).spec.image)
+        assert resolved.base == "nvidia/cuda:13.2.1-devel-ubuntu24.04"
+        assert "cudnn" not in resolved.base
+        assert resolved.torch == "2.15.0"
+        assert resolved.python == "3.12"
+        assert resolved.torch_index == "https://download.pytorch.org/whl/cu132"
+    assert DEFAULT_CUDA in CUDA_DEVEL_TAGS
+
+
+def test_a_cuda_release_without_a_devel_image_is_refused() -> None:
+    found = problems(CUDA + '  cuda: "12.5.1"\n  torch: "2.14.1"\n' + TORCHRUN)
+    assert found[0] == (
+        "image.cuda",
+        f"nvidia/cuda has no 12.5.1-devel image (any more); use one of "
+        f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base",
+    )
+    found = problems(CUDA + '  cuda: "12.4.1"\n  os: ubuntu24.04\n  torch: "2.5.1"\n' + TORCHRUN)
+    assert ("image.os", "nvidia/cuda 12.4.1-devel exists for ubuntu22.04") in found
 
 
 def test_rocm_spec_defaults_and_its_torch() -> None:
