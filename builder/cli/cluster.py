@@ -6,7 +6,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -29,10 +29,14 @@ from builder.cluster.dsenv import dsenv_for, parse_assignments
 from builder.cluster.hostfile import choose_hosts, hostfile_text
 from builder.cluster.keys import make_keys
 from builder.engine.docker import connect
+from builder.errors import UsageError
 from builder.launch.bundle import write_bundle
-from builder.launch.plan import launch_plan
+from builder.launch.plan import launch_plan, network_warnings
 from builder.launch.sif import sif_build_argv
 from builder.launch.slurm import sbatch_script
+
+if TYPE_CHECKING:
+    from builder.spec.records import Spec
 
 
 @app.command()
@@ -123,15 +127,18 @@ def launch(
     ] = Path("cluster"),
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
-    infiniband: Annotated[
-        bool, typer.Option("--infiniband", help="Pass /dev/infiniband and IPC_LOCK.")
-    ] = False,
-    aws_efa: Annotated[
-        bool, typer.Option("--aws-efa", help="Gaudi on AWS DL1: privileged, for EFA.")
-    ] = False,
+    infiniband: Annotated[bool, typer.Option("--infiniband", hidden=True)] = False,
+    aws_efa: Annotated[bool, typer.Option("--aws-efa", hidden=True)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the per-node container commands and the launcher command."""
+    if infiniband or aws_efa:
+        raise UsageError(
+            f"{'--infiniband' if infiniband else '--aws-efa'}: the fabric is part of the "
+            "image now (its RDMA userspace is installed at build): set image.fabric "
+            "(infiniband, roce or efa), rebuild, and launch, bundle and slurm pass what "
+            "the containers need"
+        )
     stack = stack_of(spec, preset)
     plan = launch_plan(
         stack.spec,
@@ -139,9 +146,8 @@ def launch(
         cluster_dir=str(cluster_dir.resolve()),
         runtime=runtime,
         launcher=launcher,
-        infiniband=infiniband,
-        aws_efa=aws_efa,
     )
+    warn(stack.spec)
     typer.echo(json.dumps(plan.as_data(), indent=2) if as_json else plan.text(), nl=as_json)
 
 
@@ -168,6 +174,7 @@ def bundle(
         launcher=launcher,
     ):
         typer.echo(f"wrote {path}", err=True)
+    warn(stack.spec)
 
 
 @app.command()
@@ -197,6 +204,12 @@ def slurm(
         launcher=launcher,
     )
     print_or_write(text, output, force=force)
+    warn(stack.spec)
+
+
+def warn(spec: Spec) -> None:
+    for line in network_warnings(spec):
+        typer.echo(f"warning: {line}", err=True)
 
 
 @app.command()

@@ -137,6 +137,11 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
     )
 
 
+ADDED_AFTER_FORMAT_1 = (("fabric", "none"),)
+"""Image keys newer than format 1, hashed only when set to something else than their
+default: a spec that does not use them keeps its hash (and its lock)."""
+
+
 def spec_hash(stack: Stack, requirements: str | None = None) -> str:
     """sha256 over the image section and the requirements it installs.
 
@@ -160,6 +165,9 @@ def _hashed_image(stack: Stack) -> dict[str, Any]:
     for platform in platforms.every():
         for key in platform.hashed_when_unset:
             data.setdefault(key, None)
+    for key, default in ADDED_AFTER_FORMAT_1:
+        if data.get(key) == default:
+            del data[key]
     return data
 
 

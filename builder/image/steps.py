@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from builder.contract import TORCH_DIR, VENV
+from builder.fabrics import fabric
 from builder.image.inputs import check_index_url
+from builder.platforms import collective_of
 
 if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
@@ -120,6 +122,7 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
         packages |= {"openssh-client", "openssh-server"}
     if image.pdsh:
         packages.add("pdsh")
+    packages |= set(fabric(image.fabric).packages_for(collective_of(image)))
     packages |= set(image.apt)
     return sorted(packages)
 
@@ -141,6 +144,10 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
     note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
     note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
+    network, collective = fabric(image.fabric), collective_of(image)
+    if network.install(collective):
+        comment = f"the fabric ({network.name}): {network.summary}"
+        steps.append(Step(comment, network.install(collective)))
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
         steps.append(

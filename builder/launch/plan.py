@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
+from builder.cluster.nodelist import count_nodelist
 from builder.errors import UsageError
+from builder.fabrics import fabric
 from builder.launch import launchers
 from builder.launch.launchers.base import LaunchContext
-from builder.launch.runtimes import AWS_EFA_FLAGS, INFINIBAND_FLAGS, RUNTIMES, Setup, runtime
+from builder.launch.runtimes import RUNTIMES, Setup, runtime
 from builder.launch.secrets import secret_names, without_secrets
 from builder.spec.check import launcher_problems
 
@@ -102,6 +104,21 @@ class LaunchPlan:
         return "".join(lines)
 
 
+def network_warnings(spec: Spec) -> list[str]:
+    """What the run's network settings leave to chance (printed, not refused: a single
+    node, or a site whose interfaces are all usable, is fine without them)."""
+    platform = platforms.get(spec.image.accelerator)
+    launch = spec.launch
+    unset = [name for name in platform.socket_variables if name not in launch.env]
+    if launch.socket_ifname or not unset or sum(map(count_nodelist, launch.nodes)) < 2:
+        return []
+    return [
+        f"launch.socket_ifname is unset: {', '.join(unset)} will pick an interface "
+        "themselves, and a bridge that comes first (virbr0, br-*, cni0, docker0) stalls or "
+        "slows the run; set it to the nodes' interface (`ip -br addr` on a node)"
+    ]
+
+
 def supported() -> list[tuple[str, str]]:
     """Every (runtime, launcher) pair a plan can be made for: launchers that reach the
     nodes over ssh need a runtime whose nodes serve it."""
@@ -154,16 +171,10 @@ def cache_environment(spec: Spec) -> dict[str, str]:
     return {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
 
 
-def setup_of(
-    spec: Spec,
-    image: str,
-    cluster_dir: str | None,
-    launcher: Launcher,
-    fabric: tuple[str, ...] = (),
-) -> Setup:
+def setup_of(spec: Spec, image: str, cluster_dir: str | None, launcher: Launcher) -> Setup:
     """What every node's runtime takes: the run's environment without its secrets, which
-    the runtimes read from the bundle's 0600 files (``launch.secrets``), and the cluster
-    folder only for a launcher that reads it."""
+    the runtimes read from the bundle's 0600 files (``launch.secrets``), the fabric's
+    flags, and the cluster folder only for a launcher that reads it."""
     env = without_secrets(
         {**cache_environment(spec), **platforms.run_environment(spec)}, spec.launch
     )
@@ -171,7 +182,7 @@ def setup_of(
         spec=spec,
         image=image,
         cluster_dir=cluster_dir,
-        fabric=fabric,
+        fabric=fabric(spec.image.fabric).docker_flags_for(platforms.collective_of(spec.image)),
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
         bind_cluster=launcher.over_ssh or launcher.reads_dsenv,
@@ -185,16 +196,13 @@ def launch_plan(
     cluster_dir: str,
     runtime: str | None = None,
     launcher: str | None = None,
-    infiniband: bool = False,
-    aws_efa: bool = False,
 ) -> LaunchPlan:
     """The plan for spec's launch section, with runtime/launcher overrides."""
     run, chosen_launcher = chosen(spec, runtime, launcher)
     launch = spec.launch
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
-    fabric = (INFINIBAND_FLAGS if infiniband else ()) + (AWS_EFA_FLAGS if aws_efa else ())
-    setup = setup_of(spec, image, cluster_dir, chosen_launcher, fabric)
+    setup = setup_of(spec, image, cluster_dir, chosen_launcher)
     context = LaunchContext(
         spec=spec,
         nodes=nodes,

@@ -44,10 +44,6 @@ if TYPE_CHECKING:
     from builder.launch.launchers.base import LauncherCommand
     from builder.spec.records import Spec
 
-INFINIBAND_FLAGS = ("--device", "/dev/infiniband", "--cap-add", "IPC_LOCK")
-AWS_EFA_FLAGS = ("--privileged",)
-"""Gaudi on AWS DL1: EFA devices are visible only to a privileged container."""
-
 
 @dataclass(frozen=True)
 class Setup:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import Problem, SpecError, UsageError
+from builder.fabrics import fabric
 from builder.launch import launchers
 from builder.launch.launchers import FromShell, LaunchContext
 from builder.launch.plan import chosen, setup_of
@@ -76,6 +77,18 @@ NODE_CHECK = (
 )
 """Runs first in every node's task: a missing bind source stops Apptainer (docker makes
 an empty folder), a missing script fails only after the rendezvous; say which node."""
+MEMLOCK_CHECK = (
+    "bash",
+    "-c",
+    'limit=$(ulimit -l); if [ "$limit" != unlimited ]; then echo "job: locked memory on'
+    " $(hostname) is limited to $limit KiB; RDMA (image.fabric) registers its buffers and"
+    " needs it unlimited: set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf (srun"
+    " passes on the submitting shell's limit) or raise memlock in the nodes' limits\""
+    ' >&2; exit 1; fi; exec "$@"',
+    "memlock-check",
+)
+"""Runs first in every node's task of a job on an RDMA fabric (Apptainer and bare nodes
+keep the task's limits; docker sets its own with --ulimit)."""
 DOCKER_UNDER_SRUN = (
     "`builder slurm` does not run docker under srun: `docker run` asks dockerd to start "
     "the container, so it runs outside the job's cgroup (it sees every GPU, not the job's, "
@@ -130,6 +143,8 @@ def sbatch_script(
     options = _options(spec, nnodes, source)
     paths = run.host_paths(setup)
     checked = [*NODE_CHECK, *paths, "--"] if paths else []
+    if fabric(spec.image.fabric).needs_memlock and not run.outside_the_job:
+        checked = [*MEMLOCK_CHECK, *checked]
     return render_template(
         "slurm/job.sbatch.j2",
         {

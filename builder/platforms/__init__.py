@@ -10,12 +10,13 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, cast
 
+from builder.fabrics import fabric
 from builder.platforms.base import Platform
 from builder.plugins import load, plugin_modules
 
 if TYPE_CHECKING:
     from builder.model import Extra
-    from builder.spec.records import Spec
+    from builder.spec.records import ImageSpec, Spec
 
 
 @cache
@@ -50,9 +51,29 @@ def owner(key: str) -> Platform:
     return next(p for p in every() if any(k.name == key for k in p.version_keys))
 
 
+def collective_of(image: ImageSpec) -> str:
+    """The collective library of image's platform (what its fabric serves)."""
+    return get(image.accelerator).collective
+
+
 def run_environment(spec: Spec) -> dict[str, str]:
-    """What every rank's environment gets: the platform's advice, then launch.env."""
-    return {**get(spec.image.accelerator).run_env(), **spec.launch.env}
+    """What every rank's environment gets: the platform's advice, the fabric's, the
+    interface of launch.socket_ifname for each of its collective libraries, then
+    launch.env."""
+    platform = get(spec.image.accelerator)
+    interface = spec.launch.socket_ifname
+    sockets = dict.fromkeys(platform.socket_variables, interface) if interface else {}
+    network = fabric(spec.image.fabric).run_env(platform.collective)
+    return {**platform.run_env(), **network, **sockets, **spec.launch.env}
 
 
-__all__ = ["Platform", "every", "get", "names", "owner", "run_environment", "version_keys"]
+__all__ = [
+    "Platform",
+    "collective_of",
+    "every",
+    "get",
+    "names",
+    "owner",
+    "run_environment",
+    "version_keys",
+]

@@ -25,6 +25,9 @@ VERSION_PATTERN = r"^[0-9][a-z0-9.+-]*$"
 """A release: a digit first, then digits, letters, dots, '+' and '-' (2.14.1, 12.6.3,
 2.6.0+rocm6.2.4). One run of one class: matching stays linear, however long the input."""
 TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
+TORCH_MIN_PYTHON = {"2.15": "3.11"}
+"""torch minor -> the oldest Python its wheels are built for (PyPI's files for torch
+2.15.0 start at cp311; older minors still cover every OS builder knows)."""
 Problems = list[tuple[str, str]]
 """(field path, what to do) pairs."""
 
@@ -89,6 +92,12 @@ class Platform:
     """The platform a rehearsal runs instead, on a machine without this hardware."""
     rehearsal_env: ClassVar[tuple[tuple[str, str], ...]] = ()
     """Variables a rehearsal adds so that the stack runs on its stand-in."""
+    collective: ClassVar[str] = "gloo"
+    """The library of the ranks' collectives between nodes (nccl, rccl, hccl): what a
+    fabric (``builder.fabrics``) installs and sets for it."""
+    socket_variables: ClassVar[tuple[str, ...]] = ("GLOO_SOCKET_IFNAME",)
+    """What launch.socket_ifname sets: the interface of every collective library the
+    platform's ranks use (torch's gloo everywhere)."""
 
     # -- the image ----------------------------------------------------------
 

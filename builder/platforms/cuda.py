@@ -65,7 +65,7 @@ CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
     "13.2.1": ("ubuntu22.04", "ubuntu24.04"),
 }
 DEFAULT_CUDA = "13.2.1"
-DEFAULT_OS = "ubuntu22.04"
+DEFAULT_OS = "ubuntu24.04"  # Python 3.12: torch 2.15 has no wheels for 22.04's 3.10
 
 
 def torch_cuda_index(torch: str, cuda: str) -> str | None:
@@ -100,6 +100,8 @@ class Cuda(Platform):
     apptainer_flags = ("--nv",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+    collective = "nccl"
+    socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
     def default_base(self, image: ImageSpec) -> str:
         cuda = image.versions.get("cuda", DEFAULT_CUDA)

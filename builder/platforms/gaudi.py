@@ -91,6 +91,9 @@ class Gaudi(Platform):
         "--cap-add", "sys_nice", "--ipc", "host",
     )  # fmt: skip
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+    # HCCL's sideband and scale-out sockets (Habana's "HCCL Environment Variables")
+    collective = "hccl"
+    socket_variables = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
     # Habana's images ship their own OpenMPI ($MPI_ROOT, e.g. /opt/amazon/openmpi with
     # MPICC and PATH set in Habana's Dockerfiles; /opt/habanalabs/openmpi-4.1.5 in
     # 1.13): the distribution's next to it would shadow it on PATH, so none is added.

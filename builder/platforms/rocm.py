@@ -100,6 +100,8 @@ class Rocm(Platform):
     apptainer_flags = ("--rocm",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+    collective = "rccl"
+    socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")  # RCCL reads NCCL's
 
     def default_base(self, image: ImageSpec) -> str:
         rocm = image.versions.get("rocm", DEFAULT_ROCM)

@@ -13,8 +13,9 @@ import re
 from typing import TYPE_CHECKING
 
 from builder import platforms
+from builder.fabrics import FABRICS
 from builder.launch import launchers
-from builder.platforms.base import OSES
+from builder.platforms.base import OSES, TORCH_MIN_PYTHON, minor_of, version_key
 
 if TYPE_CHECKING:
     from builder.spec.records import ImageSpec, LaunchSpec, Spec
@@ -39,6 +40,26 @@ def has_credentials(text: str) -> bool:
 def check_spec(spec: Spec) -> Problems:
     """Combinations that cannot work, as (field path, what to do) pairs."""
     return check_image(spec.image) + launcher_problems(spec.image, spec.launch)
+
+
+def fabric_problems(image: ImageSpec) -> Problems:
+    """image.fabric against the collective library of the image's platform."""
+    chosen = FABRICS.get(image.fabric)
+    if chosen is None or platforms.get(image.accelerator).collective in chosen.collectives:
+        return []
+    serves = [p.name for p in platforms.every() if p.collective in chosen.collectives]
+    fits = [
+        name
+        for name, one in FABRICS.items()
+        if platforms.get(image.accelerator).collective in one.collectives
+    ]
+    return [
+        (
+            "image.fabric",
+            f"{image.fabric} ({chosen.summary}) is not for {image.accelerator} images, only "
+            f"{', '.join(serves)}; choose one of {', '.join(fits)}",
+        )
+    ]
 
 
 def check_image(image: ImageSpec) -> Problems:
@@ -66,7 +87,24 @@ def check_image(image: ImageSpec) -> Problems:
     if image.os and image.os not in OSES:
         problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}"))
     problems += platform.problems(image)
+    problems += fabric_problems(image)
     os_name = platform.os_of(image)
+    python = image.python or (OSES[os_name].python if os_name in OSES else None)
+    floor = TORCH_MIN_PYTHON.get(minor_of(image.torch or ""))
+    if (
+        floor
+        and python
+        and platform.installs_torch(image)
+        and version_key(python) < version_key(floor)
+    ):
+        problems.append(
+            (
+                "image.torch",
+                f"torch {image.torch} has wheels for Python {floor} and newer only, and "
+                f"{os_name or 'the base'} has Python {python}: set os: ubuntu24.04 (Python "
+                "3.12) or choose an older torch",
+            )
+        )
     if image.python and os_name in OSES and OSES[os_name].python != image.python:
         problems.append(
             (

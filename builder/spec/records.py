@@ -22,6 +22,7 @@ from typing import Any, Literal
 from builder import platforms
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
 from builder.errors import UsageError
+from builder.fabrics import NAMES as FABRICS
 from builder.launch import launchers
 from builder.launch.runtimes import RUNTIMES
 from builder.model import field, json_schema
@@ -183,6 +184,15 @@ class ImageSpec:
         description="Environment baked into the image.",
     )
     ssh: SSH = field(default_factory=SSH)
+    fabric: str = field(
+        "none",
+        choices=lambda: FABRICS,
+        description=(
+            "The network between the nodes: none (TCP sockets), infiniband or roce (the "
+            "RDMA userspace in the image, the devices and locked memory at launch, "
+            "NCCL_NET=IB so that NCCL fails rather than fall back to sockets)."
+        ),
+    )
     pdsh: bool = field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
     openmpi: bool = field(False, description="Install OpenMPI (for mpirun launches).")
     user: User = field(default_factory=User)
@@ -265,6 +275,16 @@ class LaunchSpec:
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
     master_addr: str | None = field(None, description="Default: the first node.")
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
+    socket_ifname: str | None = field(
+        None,
+        pattern=r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$",
+        description=(
+            "The nodes' network interface for the collectives' sockets (bootstrap, and "
+            "data without RDMA), e.g. eth0 or ib0: sets NCCL_SOCKET_IFNAME, "
+            "GLOO_SOCKET_IFNAME and on Gaudi HCCL_SOCKET_IFNAME (launch.env overrides). "
+            "Unset, each library picks one itself (virbr0, a bridge, ...)."
+        ),
+    )
     code: str | None = field(
         None,
         check=_shared_path,

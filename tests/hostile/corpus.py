@@ -238,6 +238,22 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("slots-bool", spec(launch="slots: true"), SPEC, "launch.slots"),
     ("slots-huge", spec(launch="slots: 100000"), SPEC, "launch.slots"),
     ("master-port-zero", spec(launch="master_port: 0"), SPEC, "launch.master_port"),
+    ("socket-ifname-shell", spec(launch='socket_ifname: "eth0;id"'), SPEC, "launch.socket_ifname"),
+    (
+        "socket-ifname-long",
+        spec(launch="socket_ifname: a234567890123456"),
+        SPEC,
+        "launch.socket_ifname",
+    ),
+    ("socket-ifname-dotdot", spec(launch='socket_ifname: ".."'), SPEC, "launch.socket_ifname"),
+    (
+        "socket-ifname-exclude",
+        spec(launch='socket_ifname: "^docker0,lo"'),
+        SPEC,
+        "launch.socket_ifname",
+    ),
+    ("fabric-unknown", spec(image="fabric: omnipath"), SPEC, "image.fabric"),
+    ("fabric-efa-on-cpu", spec(image="fabric: efa"), SPEC, "image.fabric"),
     ("master-addr-newline", spec(launch='master_addr: "n1\\nx"'), SPEC, "launch.master_addr"),
     # DeepSpeed's pdsh runner pastes the master into the remote shell line: an address only
     ("master-addr-shell", spec(launch='master_addr: "$(id)"'), SPEC, "launch.master_addr"),

@@ -138,7 +138,7 @@ def test_cuda_default_base_is_devel_without_cudnn() -> None:
     """The torch wheels bring their own cuDNN; devel stays for nvcc (DeepSpeed's JIT ops)."""
     cuda = platforms.get("cuda")
     plain = cuda.resolve(parse_spec(CUDA + '  torch: "2.14.1"\n' + TORCHRUN, "s").image)
-    assert plain.base == f"nvidia/cuda:{DEFAULT_CUDA}-devel-ubuntu22.04"
+    assert plain.base == f"nvidia/cuda:{DEFAULT_CUDA}-devel-ubuntu24.04"
     assert plain.torch_index == "https://download.pytorch.org/whl/cu132"
     for preset in ("cuda-deepspeed", "cuda-torchrun"):
         resolved = cuda.resolve(load_preset(preset).spec.image)
@@ -215,7 +215,10 @@ def test_rccl_advice_reaches_every_rank_and_the_user_has_the_last_word() -> None
     assert "HSA_FORCE_FINE_GRAIN_PCIE=0\n" in dsenv_for(mine, {}, None)
     # nothing is added for the platforms whose vendors advise nothing at run time
     cuda = load_preset("cuda-deepspeed").spec
-    assert dsenv_for(cuda, {}, None) == "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker0,lo\n"
+    assert (
+        dsenv_for(cuda, {}, None)
+        == "GLOO_SOCKET_IFNAME=eth0\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth0\n"
+    )
 
 
 @pytest.mark.parametrize(

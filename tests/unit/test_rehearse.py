@@ -4,6 +4,7 @@ probe's reports are read (the real runs are in tests/integration)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,7 +30,8 @@ class _Session:
 
 def test_only_what_a_laptop_lacks_is_changed() -> None:
     spec = load_preset("cuda-deepspeed").spec
-    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", infiniband=True)
+    spec = replace(spec, image=replace(spec.image, fabric="infiniband"))
+    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c")
     emitted = plan.steps[1].action
     adapted = on_node(emitted, NODE, _Session(), spec)  # type: ignore[arg-type]
     assert isinstance(emitted, ContainerStart)

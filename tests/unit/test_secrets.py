@@ -192,8 +192,8 @@ def test_the_bare_runtime_sources_the_file_before_the_command(tmp_path: Path) ->
 def test_cli_launch_json_shows_no_secret(tmp_path: Path) -> None:
     spec = tmp_path / "stack.yaml"
     text = preset_text("cpu-deepspeed").replace(
-        "    GLOO_SOCKET_IFNAME: eth0\n",
-        f"    GLOO_SOCKET_IFNAME: eth0\n    HF_TOKEN: {SECRET}\n    NCCL_DEBUG: INFO\n",
+        "  script: train.py\n",
+        f"  env:\n    HF_TOKEN: {SECRET}\n    NCCL_DEBUG: INFO\n  script: train.py\n",
     )
     spec.write_text(text)
     for extra in ([], ["--json"]):

@@ -1,0 +1,188 @@
+"""image.fabric and launch.socket_ifname: what each puts in the image, the containers'
+flags and the ranks' environment, per platform (docker's own parser reads the flags in
+tests/conformance/test_docker_flags.py; a built image in tests/integration/test_fabric.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.cluster.dsenv import dsenv_for
+from builder.fabrics import FABRICS, RDMA_PACKAGES
+from builder.image.recipe import _hashed_image, image_recipe
+from builder.image.steps import apt_packages
+from builder.launch.plan import launch_plan, network_warnings
+from builder.launch.slurm import sbatch_script
+from builder.lint import lint_stack
+from builder.platforms import get, run_environment
+from builder.spec.check import check_spec
+from builder.spec.loader import Stack, load_preset
+
+if TYPE_CHECKING:
+    from builder.spec.records import Spec
+
+PRESETS = {"cpu": "cpu-deepspeed", "cuda": "cuda-deepspeed", "gaudi": "gaudi-deepspeed",
+           "rocm": "rocm-deepspeed"}  # fmt: skip
+
+
+def with_fabric(accelerator: str, fabric: str, **launch: Any) -> Spec:
+    spec = load_preset(PRESETS[accelerator]).spec
+    return replace(
+        spec, image=replace(spec.image, fabric=fabric), launch=replace(spec.launch, **launch)
+    )
+
+
+def start_argv(spec: Spec) -> list[str]:
+    return list(launch_plan(spec, image="i:1", cluster_dir="/c").of_role("start")[0].argv)
+
+
+SUPPORTED = [
+    (a, f) for f, one in FABRICS.items() for a in PRESETS if get(a).collective in one.collectives
+]
+
+
+@pytest.mark.parametrize(("accelerator", "fabric"), SUPPORTED)
+def test_every_supported_pair_is_a_valid_spec(accelerator: str, fabric: str) -> None:
+    assert check_spec(with_fabric(accelerator, fabric)) == []
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "fabric"),
+    [(a, f) for f in FABRICS for a in PRESETS if (a, f) not in SUPPORTED],
+)
+def test_a_fabric_on_a_platform_it_does_not_serve_is_refused(accelerator: str, fabric: str) -> None:
+    (problem,) = check_spec(with_fabric(accelerator, fabric))
+    assert problem[0] == "image.fabric"
+    assert f"not for {accelerator} images" in problem[1]
+
+
+@pytest.mark.parametrize("fabric", ["infiniband", "roce"])
+@pytest.mark.parametrize("accelerator", ["cpu", "cuda", "rocm"])
+def test_rdma_fabrics_bring_the_verbs_userspace_devices_and_locked_memory(
+    accelerator: str, fabric: str
+) -> None:
+    spec = with_fabric(accelerator, fabric)
+    resolved = get(accelerator).resolve(spec.image)
+    assert set(RDMA_PACKAGES) <= set(apt_packages(spec.image, resolved))
+    joined = " ".join(start_argv(spec))
+    assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1" in joined
+    env = run_environment(spec)
+    # NCCL (RCCL) must use the verbs transport or fail: never fall back to sockets quietly
+    assert env.get("NCCL_NET") == ("IB" if accelerator != "cpu" else None)
+    assert "NCCL_NET=IB" in dsenv_for(spec, {}, None) or accelerator == "cpu"
+
+
+def test_efa_on_cuda_installs_aws_pieces_and_no_distribution_verbs() -> None:
+    spec = with_fabric("cuda", "efa")
+    resolved = get("cuda").resolve(spec.image)
+    packages = apt_packages(spec.image, resolved)
+    assert "curl" in packages
+    assert not set(RDMA_PACKAGES) & set(packages)  # the installer brings its own rdma-core
+    recipe = image_recipe(Stack(spec, "test", None, None))
+    (step,) = [s for s in recipe.system if "efa" in s.comment]
+    text = "\n".join(step.commands)
+    assert "efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in text
+    assert "aws-efa-installer-1.51.0.tar.gz" in text
+    assert "libnccl-net-ofi.so" in text  # the build fails when the plugin is not there
+    assert run_environment(spec)["NCCL_NET"] == "Libfabric"
+    assert run_environment(spec)["NCCL_NET_PLUGIN"] == "ofi"
+    assert "--device /dev/infiniband --cap-add IPC_LOCK" in " ".join(start_argv(spec))
+
+
+def test_efa_on_gaudi_builds_habanas_wrapper_and_runs_privileged() -> None:
+    spec = with_fabric("gaudi", "efa", socket_ifname="ens32")
+    recipe = image_recipe(Stack(spec, "test", None, None))
+    (step,) = [s for s in recipe.system if "efa" in s.comment]
+    assert any("LIBFABRIC_ROOT=/opt/amazon/efa" in c for c in step.commands)
+    assert any(c.startswith("git -C /tmp/hccl_ofi_wrapper checkout ") for c in step.commands)
+    env = run_environment(spec)
+    assert env["HCCL_OVER_OFI"] == "1"
+    assert env["HCCL_SOCKET_IFNAME"] == "ens32"
+    assert "--privileged" in start_argv(spec)
+
+
+def test_no_fabric_changes_nothing_and_keeps_the_spec_hash() -> None:
+    spec = load_preset("cuda-deepspeed").spec
+    assert spec.image.fabric == "none"
+    assert "fabric" not in _hashed_image(Stack(spec, "t", None, None))
+    assert "NCCL_NET" not in run_environment(spec)
+    assert "/dev/infiniband" not in start_argv(spec)
+    chosen = Stack(with_fabric("cuda", "roce"), "t", None, None)
+    assert _hashed_image(chosen)["fabric"] == "roce"
+
+
+def test_apptainer_needs_no_flag_and_the_batch_script_checks_locked_memory() -> None:
+    spec = with_fabric("cuda", "infiniband", socket_ifname="ib0")
+    plan = launch_plan(
+        spec, image="i:1", cluster_dir="/c", runtime="apptainer", launcher="torchrun"
+    )
+    assert "/dev/infiniband" not in " ".join(plan.steps[0].argv)  # apptainer binds /dev
+    script = sbatch_script(spec, image="i:1", cluster_dir="/c", source="t", launcher="torchrun")
+    assert "ulimit -l" in script
+    plain = sbatch_script(
+        load_preset("cuda-deepspeed").spec, image="i:1", cluster_dir="/c", source="t",
+        launcher="torchrun",
+    )  # fmt: skip
+    assert "ulimit -l" not in plain
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "names"),
+    [
+        ("cpu", {"GLOO_SOCKET_IFNAME"}),
+        ("cuda", {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}),
+        ("rocm", {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}),
+        ("gaudi", {"HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}),
+    ],
+)
+def test_socket_ifname_names_the_interface_of_every_collective_library(
+    accelerator: str, names: set[str]
+) -> None:
+    spec = with_fabric(accelerator, "none", socket_ifname="bond0", env={})
+    env = run_environment(spec)
+    assert {k for k, v in env.items() if v == "bond0"} == names
+    assert network_warnings(spec) == []
+    # launch.env still has the last word
+    override = with_fabric(
+        accelerator, "none", socket_ifname="bond0", env={"GLOO_SOCKET_IFNAME": "lo"}
+    )
+    assert run_environment(override)["GLOO_SOCKET_IFNAME"] == "lo"
+
+
+def test_an_unset_interface_is_a_warning_on_several_nodes_only() -> None:
+    unset = with_fabric("cuda", "none", socket_ifname=None, env={})
+    (warning,) = network_warnings(unset)
+    assert "NCCL_SOCKET_IFNAME" in warning
+    assert "launch.socket_ifname" in warning
+    assert network_warnings(replace(unset, launch=replace(unset.launch, nodes=("n1",)))) == []
+    result = CliRunner().invoke(app, ["launch", "--preset", "cpu-deepspeed", "--image", "i:1"])
+    assert result.exit_code == 0
+    assert "warning" not in result.stderr  # the presets name their interface
+
+
+def test_the_old_launch_flags_say_where_the_fabric_went() -> None:
+    result = CliRunner().invoke(
+        app, ["launch", "--preset", "cpu-deepspeed", "--image", "i:1", "--infiniband"]
+    )
+    assert result.exit_code == 2
+    assert "image.fabric" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_plan_json_carries_the_fabrics_flags() -> None:
+    spec = with_fabric("rocm", "roce", socket_ifname="eth1")
+    data = json.loads(json.dumps(launch_plan(spec, image="i:1", cluster_dir="/c").as_data()))
+    assert "IPC_LOCK" in data["commands"][0]["argv"]
+
+
+@pytest.mark.parametrize(("accelerator", "fabric"), [p for p in SUPPORTED if p[1] != "none"])
+def test_every_fabrics_image_renders_and_passes_lint(accelerator: str, fabric: str) -> None:
+    """hadolint, BuildKit's parser and the .def grammar on what cannot be built here."""
+    report = lint_stack(Stack(with_fabric(accelerator, fabric), "test", None, None))
+    assert report.failing() == (), report.text()
+    assert len(report.checked) == 4
