@@ -18,11 +18,11 @@ builder/spec/presets/cuda-deepspeed.yaml; cli_latency.py reports any drift.
 import hashlib
 import json
 
-CUDA = "12.6.3"
-BASE = f"nvidia/cuda:{CUDA}-cudnn-devel-ubuntu22.04"
-DISTRO = "ubuntu22"
-TORCH = "2.14.1"
-TORCH_INDEX = "https://download.pytorch.org/whl/cu126"
+CUDA = "13.2.1"
+BASE = f"nvidia/cuda:{CUDA}-devel-ubuntu24.04"
+DISTRO = "ubuntu24"
+TORCH = "2.15.0"
+TORCH_INDEX = "https://download.pytorch.org/whl/cu132"
 DEEPSPEED = "0.19.8"
 BUILD_TOOLS = ["setuptools==80.9.0", "wheel==0.45.1"]
 SSH_PORT = 3022
@@ -43,8 +43,7 @@ APT = [
 ]
 TITLE = "cuda-deepspeed"
 DESCRIPTION = (
-    "NVIDIA CUDA 12.6 cuDNN devel, PyTorch from the cu126 index, DeepSpeed, "
-    "pdsh and sshd on port 3022."
+    "NVIDIA CUDA 13.2 devel, PyTorch from the cu132 index, DeepSpeed, pdsh and sshd on port 3022."
 )
 
 

@@ -43,6 +43,9 @@ TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
 # MPICC to their OpenMPI's), never a wheel with another MPI inside; 4.1.2 is the
 # PyPI release of 2025 (https://pypi.org/project/mpi4py/4.1.2/).
 MPI4PY = "mpi4py==4.1.2"
+BASE_TORCH = f"{VENV}/base-torch.txt"
+"""The base image's torch as a pip constraint (torch==VERSION), kept in the venv."""
+BASE_TORCH_PIN = 'import importlib.metadata as m; print("torch==" + m.version("torch"))'
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def python_steps(
         # only while building (git to clone a fork): never in the final image
         steps.append(Step("build-only tools", apt_install(list(resolved.build_packages))))
     flags = " --system-site-packages" if resolved.system_site_packages else ""
-    note = " (sees Habana's torch in the system site-packages)" if flags else ""
+    note = " (sees the base image's packages)" if flags else ""
     # The wheelhouse lives in this stage only: no wheel reaches the final image.
     copies: tuple[tuple[str, str], ...] = ()
     if inputs.wheels:
@@ -190,13 +193,15 @@ def python_steps(
     if locked:  # pip is held to the lock from the first install on
         copies += ((LOCK_FILE, LOCK_TARGET), (LOCK_CHECK_FILE, LOCK_CHECK_TARGET))
         note += " (pip constrained to the lock)"
-    steps.append(
-        Step(
-            f"the virtual environment{note}",
-            (f"python3 -m venv{flags} {VENV}",),
-            copies=copies,
-        )
-    )
+    commands = [f"python3 -m venv{flags} {VENV}"]
+    if resolved.torch is None:
+        # the base's torch is kept: pinned for every install after this one, so that a
+        # package asking for another torch fails the build instead of replacing it (and
+        # a base without torch fails here)
+        commands.append(f"{VENV}/bin/python -c {shlex.quote(BASE_TORCH_PIN)} > {BASE_TORCH}")
+        pip = f"{pip} -c {BASE_TORCH}"
+        note = " (sees the base image's packages, its torch pinned)"
+    steps.append(Step(f"the virtual environment{note}", tuple(commands), copies=copies))
     if resolved.torch:
         steps.append(_torch_step(resolved, inputs, pip))
     if resolved.deepspeed:

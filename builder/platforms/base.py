@@ -25,6 +25,8 @@ VERSION_PATTERN = r"^[0-9][a-z0-9.+-]*$"
 """A release: a digit first, then digits, letters, dots, '+' and '-' (2.14.1, 12.6.3,
 2.6.0+rocm6.2.4). One run of one class: matching stays linear, however long the input."""
 TORCH_INDEX_ROOT = "https://download.pytorch.org/whl"
+FROM_BASE = "from-base"
+"""image.torch for a framework base (NGC's PyTorch images): its torch is kept."""
 TORCH_MIN_PYTHON = {"2.15": "3.11"}
 """torch minor -> the oldest Python its wheels are built for (PyPI's files for torch
 2.15.0 start at cp311; older minors still cover every OS builder knows)."""
@@ -117,16 +119,26 @@ class Platform:
     def problems(self, image: ImageSpec) -> Problems:
         """What this platform cannot build from image (the shared checks are in spec.check)."""
         if image.torch is None:
-            return [("image.torch", 'set the torch version, e.g. torch: "2.14.1"')]
+            return [("image.torch", 'set the torch version, e.g. torch: "2.15.0"')]
+        if image.torch == FROM_BASE and image.base is None:
+            return [
+                (
+                    "image.torch",
+                    "from-base keeps the torch of a framework base image: set image.base to "
+                    "it, e.g. nvcr.io/nvidia/pytorch:25.10-py3",
+                )
+            ]
+        if image.torch == FROM_BASE and image.torch_index is not None:
+            return [("image.torch_index", "torch comes from the base (from-base): remove it")]
         return []
 
     def torch_index(self, image: ImageSpec) -> str | None:
         """The pip index torch comes from (image.torch is set)."""
         return image.torch_index
 
-    def installs_torch(self, image: ImageSpec) -> bool:  # noqa: ARG002 - platforms override
-        """False where the base image brings its own torch build."""
-        return True
+    def installs_torch(self, image: ImageSpec) -> bool:
+        """False where the base image brings its own torch build (torch: from-base)."""
+        return image.torch != FROM_BASE
 
     def deepspeed_requirement(self, version: str) -> str:
         return f"deepspeed=={version}"
@@ -159,7 +171,8 @@ class Platform:
             deepspeed_requirement=self.deepspeed_requirement(deepspeed) if deepspeed else None,
             system_packages=self.system_packages(image),
             build_packages=self.build_packages(image) if deepspeed else (),
-            system_site_packages=self.system_site_packages,
+            # a kept torch lives in the base's own site-packages: the venv must see it
+            system_site_packages=self.system_site_packages or not self.installs_torch(image),
             env=dict(image.env),
         )
 
@@ -198,7 +211,7 @@ def wheel_problems(
     """image.torch against a platform's wheel table (torch minor -> indexes): a release the
     table has, with an index that fits the base's toolkit (image.<key>). A user-chosen
     index is the user's to know."""
-    if image.torch is None or image.torch_index is not None:
+    if image.torch in (None, FROM_BASE) or image.torch_index is not None:
         return []
     indexes = table.get(minor_of(image.torch))
     if indexes is None:

@@ -26,7 +26,7 @@ from builder.fabrics import NAMES as FABRICS
 from builder.launch import launchers
 from builder.launch.runtimes import RUNTIMES
 from builder.model import field, json_schema
-from builder.platforms.base import VERSION_PATTERN
+from builder.platforms.base import FROM_BASE, VERSION_PATTERN
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _IMAGE_NAME = r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
@@ -147,8 +147,12 @@ class ImageSpec:
     )
     torch: str | None = field(
         None,
-        pattern=_VERSION,
-        description="torch version (gaudi: fixed by the SynapseAI release; leave unset).",
+        pattern=rf"^{FROM_BASE}$|{_VERSION}",
+        description=(
+            "torch version from PyTorch's wheel index, or from-base: keep the torch (and "
+            "NCCL, MPI) of a framework base image such as nvcr.io/nvidia/pytorch, never "
+            "installing another over it (gaudi: fixed by the SynapseAI release; leave unset)."
+        ),
     )
     torch_index: str | None = field(
         None,
