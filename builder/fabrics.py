@@ -77,6 +77,9 @@ EFA_URL = f"https://efa-installer.amazonaws.com/aws-efa-installer-{EFA_INSTALLER
 # commit that last changed its Makefile and interface header.
 HCCL_OFI_WRAPPER = "79913b1215ee7707ff4c9e28fa7cfcdc8c22a23e"
 HCCL_OFI_WRAPPER_URL = "https://github.com/HabanaAI/hccl_ofi_wrapper.git"
+HCCL_WRAPPER_LIB = "/usr/lib/habanalabs/libhccl_ofi_wrapper.so"
+LIBFABRIC_ROOT = "${LIBFABRIC_ROOT:-/opt/amazon/efa}"
+"""The base's libfabric: where its image says, else AWS's (optimum-habana's EFA example)."""
 EFA_LIBFABRIC = "/opt/amazon/efa"
 
 
@@ -108,17 +111,18 @@ class Efa(Fabric):
                 "ldconfig",
                 f"test -e {EFA_LIBFABRIC}/lib/libfabric.so.1",
             )
-        wrapper = "/tmp/hccl_ofi_wrapper"
+        # Habana's images ship the wrapper, built against their own libfabric (on their
+        # LD_LIBRARY_PATH): kept as it is. Older ones get it built as its README says.
+        wrapper, built, root = "/tmp/hccl_ofi_wrapper", HCCL_WRAPPER_LIB, LIBFABRIC_ROOT
         return (
-            # Habana's Gaudi images for AWS carry libfabric at /opt/amazon/efa
-            f"test -e {EFA_LIBFABRIC}/lib/libfabric.so",
-            f"git clone {HCCL_OFI_WRAPPER_URL} {wrapper}",
-            f"git -C {wrapper} checkout {HCCL_OFI_WRAPPER}",
-            f"make -C {wrapper} LIBFABRIC_ROOT={EFA_LIBFABRIC}",
-            f"cp {wrapper}/libhccl_ofi_wrapper.so /usr/lib/habanalabs/libhccl_ofi_wrapper.so",
-            f"rm -rf {wrapper}",
-            f"echo {EFA_LIBFABRIC}/lib > /etc/ld.so.conf.d/builder-efa.conf",
-            "ldconfig",
+            f"if [ -e {built} ]; then echo 'hccl_ofi_wrapper: the base has {built}'; else "
+            f"git clone {HCCL_OFI_WRAPPER_URL} {wrapper}"
+            f" && git -C {wrapper} checkout {HCCL_OFI_WRAPPER}"
+            f' && make -C {wrapper} LIBFABRIC_ROOT="{root}"'
+            f" && cp {wrapper}/libhccl_ofi_wrapper.so {built}"
+            f" && rm -rf {wrapper}"
+            f' && echo "{root}/lib" > /etc/ld.so.conf.d/builder-efa.conf'
+            " && ldconfig; fi",
         )
 
     def docker_flags_for(self, collective: str) -> tuple[str, ...]:

@@ -35,7 +35,8 @@ for dir in /proc/[0-9]*; do
     [ "$2" = 0 ] && [ "$pid" != 1 ] && [ "$pid" != $$ ] || continue
     grep -Fqxz -e "$marker" "$dir/environ" 2>/dev/null || continue
     found="$found $pid"
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    # no "--": dash's kill takes none, and "-PID" is the process group
+    kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
 done
 if [ -z "$found" ]; then
     echo "stop: no launcher with $marker runs in $(hostname)" >&2
@@ -45,9 +46,11 @@ echo "stop: sent SIGTERM to the launcher (process group$found) in $(hostname)" >
 # it stops the ranks on every node, then itself: wait for that
 waited=0
 for pid in $found; do
-    while kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; do
+    while kill -0 "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; do
         if [ "$waited" -ge "$grace" ]; then
-            echo "stop: the launcher (process group $pid) still runs after $grace s" >&2
+            kill -KILL "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+            echo "stop: the launcher (process group $pid) still ran after $grace s: killed;" \
+                "ranks it had not stopped may be left on other nodes" >&2
             exit 1
         fi
         sleep 1

@@ -148,12 +148,30 @@ def _stop_functions(stops: list[tuple[str, ...]]) -> list[str]:
         lines += [f"{_stop_name(stops, argv)}() {{", f"    {shlex.join(argv)}", "}"]
     return [
         *lines,
+        # the first signal runs the stop (and waits for it); a second gives up waiting
+        "interrupted() {",
+        '    if [ -n "${stopping:-}" ]; then',
+        '        echo "launch.sh: interrupted again: not waiting for the run to end" >&2',
+        '        kill "$child" 2>/dev/null || true',
+        "        exit 130",
+        "    fi",
+        "    stopping=1",
+        '    echo "launch.sh: stopping the run ($1)" >&2',
+        '    "$1" || echo "launch.sh: the stop failed; run sh launch.sh stop again" >&2',
+        "}",
         "supervise() {",
+        "    stop=$1",
+        "    shift",
+        "    trap 'interrupted \"$stop\"' INT TERM HUP",
         '    "$@" &',
         "    child=$!",
         "    status=0",
         '    wait "$child" || status=$?',
-        '    while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done',
+        "    # a signal ends wait early: wait again until the command itself has ended",
+        '    while [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; do',
+        "        status=0",
+        '        wait "$child" || status=$?',
+        "    done",
         '    exit "$status"',
         "}",
     ]
@@ -164,7 +182,7 @@ def _run(step: NodeStep, stops: list[tuple[str, ...]]) -> list[str]:
     if step.stop_argv is None:
         return [f"    {shlex.join(step.argv)}"]
     stop = _stop_name(stops, step.stop_argv)
-    return [f"    trap {stop} INT TERM HUP", f"    supervise {shlex.join(step.argv)}"]
+    return [f"    supervise {stop} {shlex.join(step.argv)}"]
 
 
 def _host_checks(paths: tuple[str, ...]) -> list[str]:

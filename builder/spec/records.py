@@ -285,8 +285,9 @@ class LaunchSpec:
         description=(
             "The nodes' network interface for the collectives' sockets (bootstrap, and "
             "data without RDMA), e.g. eth0 or ib0: sets NCCL_SOCKET_IFNAME, "
-            "GLOO_SOCKET_IFNAME and on Gaudi HCCL_SOCKET_IFNAME (launch.env overrides). "
-            "Unset, each library picks one itself (virbr0, a bridge, ...)."
+            "GLOO_SOCKET_IFNAME and on Gaudi HCCL_SOCKET_IFNAME (launch.env overrides, and "
+            "takes NCCL's lists, ^ and = forms). Unset, each library picks one itself "
+            "(virbr0, a bridge, ...)."
         ),
     )
     code: str | None = field(

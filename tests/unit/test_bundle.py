@@ -103,6 +103,7 @@ case "$*" in
     *" sh -c "*)
         for last; do :; done
         echo "stop: $1 $2 ... $last" >>"$log"
+        if [ -n "${FAKE_STOP_FAILS:-}" ]; then exit 1; fi
         kill -TERM "$(cat "$log.pid")" ;;
     *deepspeed*)
         trap 'echo "launcher: TERM" >>"$log"; exit 7' TERM
@@ -113,13 +114,11 @@ esac
 """
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "stop"])
-def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
-    tmp_path: Path, how: str
-) -> None:
-    """Ctrl-C (SIGINT to the terminal's process group), SIGTERM to launch.sh, or `sh
-    launch.sh stop` from elsewhere: the plan's stop runs, and launch.sh ends only when the
-    launcher has, with its exit code."""
+def start_launch(
+    tmp_path: Path, **extra: str
+) -> tuple[subprocess.Popen[str], Path, dict[str, str]]:
+    """`sh launch.sh launch` of a bundle on this machine, with the fake docker, as a
+    terminal's foreground job; returns once the (fake) launcher runs."""
     code, cache, folder = tmp_path / "code", tmp_path / "cache", tmp_path / "cluster"
     code.mkdir()
     cache.mkdir()
@@ -132,7 +131,7 @@ def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
     (fake / "docker").write_text(FAKE_DOCKER)
     (fake / "docker").chmod(0o755)
     log = tmp_path / "log"
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "FAKE_LOG": str(log)}
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "FAKE_LOG": str(log), **extra}
     launch = subprocess.Popen(
         ["sh", str(folder / "launch.sh"), "launch"],
         env=env,
@@ -146,6 +145,18 @@ def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid_file.exists(), "the launcher did not start"
+    return launch, log, env
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "stop"])
+def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
+    tmp_path: Path, how: str
+) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group), SIGTERM to launch.sh, or `sh
+    launch.sh stop` from elsewhere: the plan's stop runs, and launch.sh ends only when the
+    launcher has, with its exit code."""
+    launch, log, env = start_launch(tmp_path)
+    folder = tmp_path / "cluster"
     time.sleep(0.2)
     if how == "ctrl-c":
         os.killpg(launch.pid, signal.SIGINT)
@@ -160,6 +171,21 @@ def test_an_interrupted_launch_runs_the_stop_and_waits_for_the_launcher(
         "stop: exec builder-cpu-deepspeed ... 30"
     ]
     assert launch.returncode == 7, stderr
+
+
+def test_a_failed_stop_keeps_waiting_and_a_second_ctrl_c_gives_up(tmp_path: Path) -> None:
+    """The stop fails (the launcher is stuck, the container gone): launch.sh says so and
+    still waits; a second Ctrl-C ends it (130) and its command with it."""
+    launch, log, _ = start_launch(tmp_path, FAKE_STOP_FAILS="1")
+    os.killpg(launch.pid, signal.SIGINT)
+    time.sleep(1)
+    assert launch.poll() is None  # still waiting for the run
+    os.killpg(launch.pid, signal.SIGINT)
+    _, stderr = launch.communicate(timeout=20)
+    assert launch.returncode == 130, stderr
+    assert "the stop failed; run sh launch.sh stop again" in stderr
+    assert "interrupted again" in stderr
+    assert "launcher: TERM" in log.read_text()  # its command ended with it
 
 
 def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) -> None:

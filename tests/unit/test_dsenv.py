@@ -52,7 +52,7 @@ def test_gaudi_gets_its_runtime_variables_and_launch_env_wins() -> None:
 
 def test_cuda_stack_gets_its_launch_env_only() -> None:
     text = dsenv_for(load_preset("cuda-deepspeed").spec, {}, None)
-    assert text == "GLOO_SOCKET_IFNAME=eth0\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth0\n"
+    assert text == "NCCL_DEBUG=WARN\n"
 
 
 def test_cli_writes_the_file_and_rejects_bad_sets(tmp_path: Path) -> None:

@@ -215,10 +215,7 @@ def test_rccl_advice_reaches_every_rank_and_the_user_has_the_last_word() -> None
     assert "HSA_FORCE_FINE_GRAIN_PCIE=0\n" in dsenv_for(mine, {}, None)
     # nothing is added for the platforms whose vendors advise nothing at run time
     cuda = load_preset("cuda-deepspeed").spec
-    assert (
-        dsenv_for(cuda, {}, None)
-        == "GLOO_SOCKET_IFNAME=eth0\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=eth0\n"
-    )
+    assert dsenv_for(cuda, {}, None) == "NCCL_DEBUG=WARN\n"
 
 
 @pytest.mark.parametrize(
