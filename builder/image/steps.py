@@ -147,10 +147,10 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
     note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
     note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
-    network, collective = fabric(image.fabric), collective_of(image)
-    if network.install(collective):
-        comment = f"the fabric ({network.name}): {network.summary}"
-        steps.append(Step(comment, network.install(collective)))
+    network = fabric(image.fabric)
+    install_fabric = network.install(collective_of(image))
+    if install_fabric:
+        steps.append(Step(f"the fabric ({network.name}): {network.summary}", install_fabric))
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
         steps.append(
