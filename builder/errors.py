@@ -126,6 +126,19 @@ class DriftFound(BuilderError):
     exit_code = 13
 
 
+class PreflightFailed(BuilderError):
+    """preflight ran on the nodes and named a problem: a node, device, rate, link,
+    transport or environment."""
+
+    exit_code = 15
+
+
+class NodeUnreachable(BuilderError):
+    """A node did not answer over ssh; nothing was started."""
+
+    exit_code = 16
+
+
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
 
@@ -145,6 +158,8 @@ EXIT_CODES: dict[str, int] = {
         NotInEngine,
         RehearsalFailed,
         DriftFound,
+        PreflightFailed,
+        NodeUnreachable,
         Interrupted,
     )
 }

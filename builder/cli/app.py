@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "slurm": "cluster",
     "sif": "cluster",
     "rehearse": "rehearse",
+    "preflight": "preflight",
     # the same environment everywhere
     "lock": "environment",
     "fingerprint": "environment",

@@ -220,6 +220,17 @@ class ContainerStop:
         return ["docker", "stop", "--time", str(self.grace), self.name]
 
 
+@dataclass(frozen=True)
+class ContainerRemove:
+    """`docker rm --force`: a node's container gone, running or not (a preflight's sshd
+    container, which nothing else removes)."""
+
+    name: str
+
+    def argv(self) -> list[str]:
+        return ["docker", "rm", "--force", self.name]
+
+
 def stop_exec(container: str, marker: str) -> ContainerExec:
     """What stops the launcher a ``docker exec`` started with the marker's value in its
     environment."""
@@ -227,4 +238,6 @@ def stop_exec(container: str, marker: str) -> ContainerExec:
     return ContainerExec(container, ("sh", "-c", STOP_EXEC, "stop", marker_line, str(STOP_GRACE)))
 
 
-Action = ContainerStart | ContainerExec | ApptainerExec | HostCommand | ContainerStop
+Action = (
+    ContainerStart | ContainerExec | ApptainerExec | HostCommand | ContainerStop | ContainerRemove
+)

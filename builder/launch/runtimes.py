@@ -31,6 +31,7 @@ from builder.launch.actions import (
     ApptainerExec,
     Bind,
     ContainerExec,
+    ContainerRemove,
     ContainerStart,
     ContainerStop,
     HostCommand,
@@ -112,6 +113,8 @@ class Runtime:
     """A launcher on the first node can reach the others' sshd (deepspeed, mpirun)."""
     outside_the_job: ClassVar[bool] = False
     """Under srun, its containers live outside the job's cgroup (a daemon starts them)."""
+    isolated: ClassVar[bool] = True
+    """Its commands see the host's files only where the plan binds them."""
 
     def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
         """Where a command of this runtime sees the cluster folder."""
@@ -137,6 +140,11 @@ class Runtime:
         """What stops every process that action (the launcher, or a node's run) started,
         run when launch.sh is interrupted; None where the signal itself reaches them (a
         command in the node shell's foreground, which apptainer forwards it to)."""
+        return None
+
+    def remove(self, action: Action) -> Action | None:  # noqa: ARG002 - nothing is left
+        """What removes what a node's start action left running (its sshd container),
+        for a run that must leave nothing behind (preflight); None where nothing is."""
         return None
 
     def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
@@ -206,6 +214,11 @@ class Docker(Runtime):
             return ContainerStop(action.name)
         return None
 
+    def remove(self, action: Action) -> Action | None:
+        if isinstance(action, ContainerStart) and action.name is not None:
+            return ContainerRemove(action.name)
+        return None
+
     def where(self, image: str) -> str:
         return f"in a docker container of {image}"
 
@@ -258,6 +271,7 @@ class Bare(Runtime):
 
     name = "none"
     serves_ssh = True
+    isolated = False
 
     def cluster_path(self, cluster_dir: str) -> str:
         return cluster_dir

@@ -97,6 +97,12 @@ class Platform:
     collective: ClassVar[str] = "gloo"
     """The library of the ranks' collectives between nodes (nccl, rccl, hccl): what a
     fabric (``builder.fabrics``) installs and sets for it."""
+    torch_device: ClassVar[str] = "cpu"
+    """The torch device type of a rank (ROCm's torch calls its GPUs cuda)."""
+    torch_backend: ClassVar[str] = "gloo"
+    """torch.distributed's name for the collective library (RCCL's is nccl)."""
+    device_word: ClassVar[str | None] = None
+    """What preflight calls one device ("7 of 8 GPUs visible"); None: no devices to count."""
     socket_variables: ClassVar[tuple[str, ...]] = ("GLOO_SOCKET_IFNAME",)
     """What launch.socket_ifname sets: the interface of every collective library the
     platform's ranks use (torch's gloo everywhere)."""

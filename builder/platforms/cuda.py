@@ -101,6 +101,9 @@ class Cuda(Platform):
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     collective = "nccl"
+    torch_device = "cuda"
+    torch_backend = "nccl"
+    device_word = "GPU"
     socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
     def default_base(self, image: ImageSpec) -> str:

@@ -93,6 +93,9 @@ class Gaudi(Platform):
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     # HCCL's sideband and scale-out sockets (Habana's "HCCL Environment Variables")
     collective = "hccl"
+    torch_device = "hpu"
+    torch_backend = "hccl"
+    device_word = "HPU"
     socket_variables = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
     # Habana's images ship their own OpenMPI ($MPI_ROOT, e.g. /opt/amazon/openmpi with
     # MPICC and PATH set in Habana's Dockerfiles; /opt/habanalabs/openmpi-4.1.5 in

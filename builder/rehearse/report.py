@@ -10,10 +10,14 @@ every node has the same Python packages as the first.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 MARK = "BUILDER_PROBE "
+REPORT_LINE = re.compile(r"\bBUILDER_[A-Z]+ \{")
+"""A payload's report line (``BUILDER_PROBE {json}``, ``BUILDER_PREFLIGHT {json}``): read,
+not shown."""
 
 
 @dataclass(frozen=True)
@@ -53,18 +57,20 @@ class RankRow:
     problems: list[str] = field(default_factory=list)
 
 
-def probe_reports(output: str) -> list[dict[str, Any]]:
-    """Every probe report in output, wherever it starts (pdsh puts `node: ` before it)."""
+def probe_reports(output: str, mark: str = MARK) -> list[dict[str, Any]]:
+    """Every report after mark in output, wherever it starts (pdsh puts `node: ` before
+    it)."""
     decoder = json.JSONDecoder()
     reports = []
-    at = output.find(MARK)
+    at = output.find(mark)
     while at >= 0:
         try:
-            report, _ = decoder.raw_decode(output, at + len(MARK))
-            reports.append(report)
+            report, _ = decoder.raw_decode(output, at + len(mark))
+            if isinstance(report, dict) and "rank" in report:
+                reports.append(report)
         except json.JSONDecodeError:
             pass  # cut by another process's output: that rank shows as missing
-        at = output.find(MARK, at + len(MARK))
+        at = output.find(mark, at + len(mark))
     return reports
 
 

@@ -46,6 +46,8 @@ class Outcome:
     rows: list[RankRow] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     kept: str | None = None
+    output: str = ""
+    """What the ranks printed on stdout (the job's own output; not in ``as_data``)."""
 
     @property
     def ok(self) -> bool:
@@ -125,6 +127,7 @@ class Session:
     def judge(self, output: str, expected: Expected | None) -> None:
         """The probe's reports in output: the per-rank table, and the faults it shows
         (those already known from the launcher's own output are not said twice)."""
+        self.outcome.output = output
         if expected is None:
             return
         rows, faults = check_reports(probe_reports(output), expected)

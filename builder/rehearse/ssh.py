@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from builder.launch.actions import ContainerStart
-from builder.rehearse.report import MARK
+from builder.rehearse.report import REPORT_LINE
 from builder.rehearse.session import tail
 
 if TYPE_CHECKING:
@@ -146,8 +146,8 @@ class OverSsh:
             self.session.say(f"stopped the launcher (exit {code}): {output.strip()[-300:]}")
 
     def _show(self, line: str) -> None:
-        """A launcher's output line, live; the probe's reports make the table instead."""
-        if MARK not in line:
+        """A launcher's output line, live; the payload's reports make the table instead."""
+        if not REPORT_LINE.search(line):
             self.session.say("  " + line)
 
     def _still_running(self) -> list[Node]:

@@ -61,7 +61,13 @@ def test_openmpi_runs_every_rank_with_our_values(tmp_path: Path) -> None:
         "HF_TOKEN": "hunter2 $x",  # in mpirun's environment, as --env-file puts it
     }
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env, timeout=120)
-    ranks = sorted((json.loads(line) for line in out.stdout.splitlines()), key=lambda r: r["rank"])
+    # mpirun's output forwarding may join two ranks' lines: read object after object
+    decoder, ranks, at = json.JSONDecoder(), [], out.stdout.find("{")
+    while at >= 0:
+        report, end = decoder.raw_decode(out.stdout, at)
+        ranks.append(report)
+        at = out.stdout.find("{", end)
+    ranks.sort(key=lambda r: r["rank"])
     assert [r["rank"] for r in ranks] == ["0", "1"]
     for rank in ranks:
         assert rank["size"] == "2"

@@ -88,6 +88,7 @@ SPEC_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("bundle", HOSTILE, "-o", "cluster"),
     ("slurm", HOSTILE),
     ("rehearse", HOSTILE),
+    ("preflight", HOSTILE),
     ("lock", HOSTILE),
     ("render", HOSTILE, "-o", "out"),
 )
@@ -1014,4 +1015,37 @@ case(
     ("inspect", "demo\nid"),
     USAGE,
     "image",
+)
+
+# --- preflight: options, and a bundle that does not match the spec (no ssh is tried) ----
+for value in ("1", "0", "-5", "nan", "inf", "2.9"):
+    case(f"preflight-budget-{value}", ("preflight", "--preset", "cpu-deepspeed", "--budget", value),
+         USAGE, "--budget")  # fmt: skip
+for value in ("0", "1", "-0.1", "nan", "1.5"):
+    argv = ("preflight", "--preset", "cpu-deepspeed", "--threshold", value)
+    case(f"preflight-threshold-{value}", argv, USAGE, "--threshold")
+case("preflight-rehearse-nodes-zero", "preflight --preset cpu-deepspeed --rehearse --nodes 0",
+     USAGE, "--nodes")  # fmt: skip
+case("preflight-rehearse-nodes-many", "preflight --preset cpu-deepspeed --rehearse --nodes 99",
+     USAGE, "--nodes")  # fmt: skip
+case("preflight-ssh-config-missing", "preflight --preset cpu-deepspeed --ssh-config nope",
+     USAGE, "--ssh-config")  # fmt: skip
+case("preflight-image-newline", ("preflight", "--preset", "cpu-deepspeed", "--image", "a\nid"),
+     USAGE, "--image")  # fmt: skip
+case(
+    "preflight-hostfile-mismatch",
+    "preflight stack.yaml --cluster-dir cluster",
+    USAGE,
+    "does not match the spec",
+    files={
+        "stack.yaml": spec(launch="nodes: [n1, n2]\nslots: 2"),
+        "cluster/hostfile": "n1 slots=2\n",
+    },
+)
+case(
+    "preflight-cluster-dir-not-a-bundle",
+    "preflight stack.yaml --cluster-dir cluster",
+    USAGE,
+    "has no hostfile",
+    files={"stack.yaml": spec(launch="nodes: [n1, n2]\nslots: 2"), "cluster/other": "x"},
 )

@@ -1,0 +1,121 @@
+"""`builder preflight`: the probe job through the stack's launch plan, on the real nodes
+(or, with --rehearse, on a rehearsal's containers here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from builder.cli.app import app
+
+# typer resolves the annotations at run time, so these stay real imports
+from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg, image_ref, stack_of
+from builder.engine.docker import connect
+from builder.errors import PreflightFailed, UsageError
+from builder.preflight.cluster import ClusterPreflight, Ssh
+from builder.preflight.probe import BUDGET, QUICK_BUDGET, THRESHOLD, Settings
+from builder.preflight.rehearsal import rehearsed_preflight
+from builder.preflight.show import table
+from builder.rehearse.run import MAX_NODES
+
+
+@app.command()
+def preflight(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    cluster_dir: Annotated[
+        Path,
+        typer.Option(
+            "--cluster-dir",
+            help="The bundle folder, at the same path on every node (written when missing; "
+            "an existing one must match the spec).",
+        ),
+    ] = Path("cluster"),
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small sizes and short windows: seconds, not minutes.")
+    ] = False,
+    budget: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--budget",
+            help=f"Seconds for all measurements (default {BUDGET:g}, {QUICK_BUDGET:g} with "
+            "--quick); the launch gets 120 s more before it counts as hung.",
+            show_default=False,
+        ),
+    ] = None,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            help="A node this fraction below the median of the other nodes (matmul, memory "
+            "copy, link) is named as a straggler.",
+        ),
+    ] = THRESHOLD,
+    ssh_config: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--ssh-config", help="ssh config file for reaching the nodes (ssh -F)."),
+    ] = None,
+    rehearse: Annotated[
+        bool,
+        typer.Option("--rehearse", help="Run on a rehearsal's containers here instead (gloo)."),
+    ] = False,
+    nodes: Annotated[
+        int, typer.Option("--nodes", "-n", help="Nodes of the --rehearse cluster.")
+    ] = 2,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the probe's launch plan; run nothing.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prove the cluster before the run: devices, compute, memory, links, all-reduce,
+    transport and environment, node by node, through the stack's own launch plan."""
+    settings = Settings(quick=quick, budget=budget, threshold=threshold)
+    stack = stack_of(spec, preset)
+    reference = image_ref(stack, image)
+    say = _say
+    if rehearse:
+        if not 1 <= nodes <= MAX_NODES:
+            raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
+        result = rehearsed_preflight(
+            stack.spec, image=reference, engine=connect(), nodes=nodes, settings=settings, say=say
+        )
+    else:
+        if ssh_config is not None and not ssh_config.is_file():
+            raise UsageError(f"--ssh-config {ssh_config}: no such file")
+        run = ClusterPreflight(
+            stack.spec,
+            image=reference,
+            cluster_dir=cluster_dir,
+            settings=settings,
+            ssh=Ssh(ssh_config),
+            say=say,
+        )
+        if dry_run:
+            typer.echo(run.plan.text(), nl=False)
+            return
+        result = run.run()
+    if as_json:
+        typer.echo(json.dumps(result.as_data(), indent=2))
+    else:
+        typer.echo(table(result), nl=False)
+        phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.phases)
+        typer.echo(f"phases: {phases}")
+    warnings = [f for f in result.findings if f.severity == "warn"]
+    for finding in warnings:
+        typer.secho(f"warning: {finding.text()}", fg=typer.colors.YELLOW, err=True)
+    if not result.ok:
+        problems = [f for f in result.findings if f.severity == "fail"]
+        raise PreflightFailed(
+            f"preflight named {len(problems)} problem{'s' if len(problems) != 1 else ''} on "
+            f"{len(result.nodes)} nodes:\n" + "\n".join(f"- {f.text()}" for f in problems)
+        )
+    typer.echo(f"ok: preflight passed on {len(result.nodes)} nodes", err=as_json)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

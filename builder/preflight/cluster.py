@@ -1,0 +1,342 @@
+"""Preflight on the real nodes: the stack's own launch plan with the probe as its
+script, run through a launch.sh written for it, each node reached with this
+machine's ssh.
+
+The probe's plan differs from the run's only where it must: the script (the
+probe, from the cluster folder's ``preflight/``, bound read-only where the
+runtime isolates), its arguments, and the container's name (``-preflight``,
+so a running job's container is not touched). Runtime, launcher, image,
+hostfile, .deepspeed_env, keys, code and cache folders, mounts and
+environment are the run's. Before anything starts, every node must answer
+over ssh and see the cluster folder; after, whatever the probe started is
+stopped and removed, on failure and on Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from builder import platforms
+from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
+from builder.contract import HOSTFILE
+from builder.errors import Interrupted, NodeUnreachable, UsageError, shown
+from builder.launch.bundle import launch_script, needed_files, write_bundle
+from builder.launch.plan import launch_plan
+from builder.launch.runtimes import runtime
+from builder.output import OutputFile, write_files
+from builder.payload import payload_text
+from builder.preflight.probe import FILES, PROBE, expected_of, probe_args
+from builder.preflight.report import Finding, judge
+from builder.rehearse.session import tail
+from builder.spec.records import Mount
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
+
+    from builder.launch.plan import LaunchPlan
+    from builder.preflight.probe import Settings
+    from builder.preflight.report import Preflight
+    from builder.spec.records import Spec
+
+FOLDER = "preflight"
+"""The probe's folder in the cluster folder: its scripts and its launch.sh."""
+MOUNT = "/opt/builder-preflight"
+CONNECT_TIMEOUT = 10
+STEP_TIMEOUT = 120.0
+"""A node's start step (docker run --detach) and each cleanup step."""
+
+
+def preflight_spec(spec: Spec, cluster_dir: str, settings: Settings) -> Spec:
+    """spec's run with the probe as its script (see the module's doc)."""
+    launch = spec.launch
+    folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
+    mounts, script = launch.mounts, f"{folder}/{PROBE}"
+    if runtime(launch.runtime).isolated:
+        mounts, script = (*mounts, Mount(folder, MOUNT, read_only=True)), f"{MOUNT}/{PROBE}"
+    args = probe_args(spec.image.accelerator, launch.slots, settings)
+    probe = replace(launch, script=script, args=args, mounts=mounts)
+    return replace(spec, name=f"{spec.name}-preflight", launch=probe)
+
+
+@dataclass(frozen=True)
+class Ssh:
+    """This machine's ssh to the nodes: batch mode (no password prompt), a connect
+    timeout, and the user's own config unless one is named."""
+
+    config: Path | None = None
+    connect_timeout: int = CONNECT_TIMEOUT
+
+    def argv(self, node: str, command: Sequence[str]) -> list[str]:
+        argv = ["ssh"]
+        if self.config is not None:
+            argv += ["-F", str(self.config)]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
+        return [*argv, node, shlex.join(command)]
+
+
+class Nodes:
+    """Commands on the nodes, in parallel, each with its output and exit code; every ssh
+    process still running is ended on the way out."""
+
+    def __init__(self, ssh: Ssh, say: Callable[[str], None]) -> None:
+        self.ssh = ssh
+        self.say = say
+        self.running: list[subprocess.Popen[str]] = []
+
+    def run(
+        self, commands: Mapping[str, Sequence[str]], timeout: float
+    ) -> dict[str, tuple[int | None, str]]:
+        """{node: (exit code, or None when it ran past timeout; output)}."""
+        if not commands:
+            return {}
+        pool = ThreadPoolExecutor(max_workers=min(32, len(commands)))
+        futures = {
+            node: pool.submit(self._one, node, command, timeout)
+            for node, command in commands.items()
+        }
+        try:
+            return {node: future.result() for node, future in futures.items()}
+        except BaseException:  # Ctrl-C: no ssh of ours outlives it
+            self.end()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def _one(self, node: str, command: Sequence[str], timeout: float) -> tuple[int | None, str]:
+        process = subprocess.Popen(  # an argv list, no shell here
+            self.ssh.argv(node, command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        self.running.append(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+            return None, output
+        finally:
+            self.running.remove(process)
+        return process.returncode, output
+
+    def end(self) -> None:
+        for process in list(self.running):
+            process.kill()
+
+
+def check_bundle(spec: Spec, cluster_dir: Path) -> None:
+    """An existing cluster folder must be the bundle of spec's node list: its hostfile is
+    what DeepSpeed and the probe's plan read."""
+    hostfile = cluster_dir / HOSTFILE
+    if not hostfile.exists():
+        raise UsageError(
+            f"--cluster-dir {cluster_dir} has no {HOSTFILE}: give the folder `builder bundle` "
+            "wrote for this spec, or a folder that does not exist yet (preflight writes it)"
+        )
+    found = [(h.name, h.slots) for h in read_hostfile(hostfile)]
+    wanted = [(h.name, h.slots) for h in hosts_from_nodes(spec.launch.nodes, spec.launch.slots)]
+    if found != wanted:
+        listed = ", ".join(f"{name} slots={slots}" for name, slots in found)
+        spec_says = ", ".join(f"{name} slots={slots}" for name, slots in wanted)
+        raise UsageError(
+            f"{hostfile} does not match the spec: it lists {shown(listed, quote=False)}; "
+            f"launch.nodes and launch.slots give {shown(spec_says, quote=False)}. Rewrite the "
+            f"bundle with `builder bundle SPEC -o {cluster_dir} --force` (its keys are kept) "
+            "and copy it to the nodes, or fix the spec"
+        )
+
+
+class ClusterPreflight:
+    """The probe on spec's nodes: write, reach, run, judge, clean up."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        image: str,
+        cluster_dir: Path,
+        settings: Settings,
+        ssh: Ssh,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.spec = spec
+        self.image = image
+        self.folder = cluster_dir.resolve()
+        self.settings = settings
+        self.say = say
+        self.nodes = Nodes(ssh, say)
+        self.probe = preflight_spec(spec, str(self.folder), settings)
+        self.plan: LaunchPlan = launch_plan(self.probe, image=image, cluster_dir=str(self.folder))
+        self.script = str(self.folder / FOLDER / "launch.sh")
+        self.phases: list[tuple[str, float]] = []
+        self._clock = time.monotonic()
+
+    def write(self) -> list[Path]:
+        """The bundle (when the folder is new; else it must match) and the probe's folder."""
+        written: list[Path] = []
+        if self.folder.exists():
+            check_bundle(self.spec, self.folder)
+        else:
+            written += write_bundle(self.spec, self.folder, image=self.image, force=False)
+            self.say(
+                f"wrote the bundle to {self.folder}: every node needs it at this path "
+                "(shared storage, or copy it)"
+            )
+        script = launch_script(self.plan, str(self.folder), needed_files(self.spec))
+        files = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
+        files.append(OutputFile(f"{FOLDER}/launch.sh", 0o755, script))
+        return written + write_files(files, self.folder, force=True, private=True)
+
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases.append((name, now - self._clock))
+        self.say(f"{name}: {now - self._clock:.1f} s")
+        self._clock = now
+
+    def run(self) -> Preflight:
+        """Reach every node, write the probe's folder, check every node sees it, run the
+        probe through the plan and judge; always clean up."""
+        if self.folder.exists():
+            check_bundle(self.spec, self.folder)
+        self.reach()
+        self.write()
+        self.check_folder()
+        try:
+            output, faults = self._job()
+        except KeyboardInterrupt:
+            self.nodes.end()
+            self.cleanup(stop=True)
+            raise Interrupted(
+                "preflight interrupted; what it started on the nodes was stopped and removed"
+            ) from None
+        self.cleanup(stop=bool(faults))
+        expected = expected_of(
+            self.spec.image.accelerator,
+            self.plan.nodes,
+            self.spec.launch.slots,
+            fabric=self.spec.image.fabric,
+            env=platforms.run_environment(self.spec),
+            settings=self.settings,
+        )
+        result = judge(output, expected)
+        result.findings[:0] = faults
+        for finding in faults:
+            for row in result.nodes:
+                if row.node == finding.node:
+                    row.problems.append(finding.what)
+        result.settings = {**self.settings.as_data(), "where": str(self.folder)}
+        result.phases = self.phases
+        return result
+
+    def reach(self) -> None:
+        """Every node answers over ssh; else nothing is written or started."""
+        answers = self.nodes.run(
+            dict.fromkeys(self.plan.nodes, ("true",)), self.nodes.ssh.connect_timeout + 20.0
+        )
+        unreachable = [
+            f"{node}: {_ssh_failure(code, output)}"
+            for node, (code, output) in answers.items()
+            if code != 0
+        ]
+        if unreachable:
+            raise NodeUnreachable(
+                "preflight reaches every node with this machine's ssh (`ssh NODE`), and "
+                f"{len(unreachable)} of {len(answers)} did not answer; nothing was written or "
+                "started:\n"
+                + "\n".join(f"  - {line}" for line in unreachable)
+                + "\nCheck the names in launch.nodes, your ssh keys and config (or give "
+                "--ssh-config FILE)"
+            )
+        self.phase("nodes reached")
+
+    def check_folder(self) -> None:
+        """Every node sees the probe's folder at the cluster folder's path."""
+        probe = str(self.folder / FOLDER / PROBE)
+        answers = self.nodes.run(
+            dict.fromkeys(self.plan.nodes, ("test", "-r", probe)), STEP_TIMEOUT
+        )
+        missing = [node for node, (code, _) in answers.items() if code != 0]
+        if missing:
+            raise UsageError(
+                f"{', '.join(missing)}: {probe} is not there. The cluster folder must be on every "
+                f"node at the same path: keep {self.folder} on shared storage, or copy it to "
+                "each node (e.g. `rsync -a FOLDER/ NODE:FOLDER/`) and run preflight again"
+            )
+
+    def _job(self) -> tuple[str, list[Finding]]:
+        timeout = self.settings.timeout
+        faults: list[Finding] = []
+        starts = {s.node: s for s in self.plan.of_role("start")}
+        if starts:
+            self.cleanup(quiet=True)  # a container an earlier, killed preflight left
+            answers = self.nodes.run(
+                {node: ["sh", self.script, node] for node in starts}, STEP_TIMEOUT
+            )
+            faults += [
+                Finding(node, f"its start step failed (exit {code})", log_tail=tail(output))
+                for node, (code, output) in answers.items()
+                if code != 0
+            ]
+            self.phase("nodes up")
+            if faults:
+                return "", faults
+        launches = self.plan.of_role("launch")
+        if launches:
+            first = launches[0].node
+            code, output = self.nodes.run({first: ["sh", self.script, "launch"]}, timeout)[first]
+            outputs = {first: (code, output)}
+        else:
+            runs = {step.node: ["sh", self.script, step.node] for step in self.plan.of_role("run")}
+            outputs = self.nodes.run(runs, timeout)
+        self.phase("job")
+        for node, (code, output) in outputs.items():
+            if code is None:
+                faults.append(
+                    Finding(
+                        node, f"the probe still ran after {timeout:.0f} s", log_tail=tail(output)
+                    )
+                )
+            elif code != 0:
+                what = f"the probe's launch exited {code}"
+                faults.append(Finding(node, what, log_tail=tail(output)))
+        return "".join(output for _, output in outputs.values()), faults
+
+    def _stop(self) -> None:
+        """launch.sh's own stop arm, on the nodes its steps ran on."""
+        if any(step.stop is not None for step in self.plan.steps):
+            nodes = {step.node for step in self.plan.steps if step.role != "start"}
+            self.nodes.run({node: ["sh", self.script, "stop"] for node in nodes}, STEP_TIMEOUT)
+
+    def cleanup(self, *, stop: bool = False, quiet: bool = False) -> None:
+        """Remove the containers the start steps left (stop: first run launch.sh's stop,
+        for a probe that failed, hung or was interrupted)."""
+        run = runtime(self.plan.runtime)
+        if stop:
+            self._stop()
+        removals = {}
+        for step in self.plan.of_role("start"):
+            removal = run.remove(step.action)
+            if removal is not None:
+                removals[step.node] = removal.argv()
+        answers = self.nodes.run(removals, STEP_TIMEOUT)
+        if not quiet:
+            for node, (code, output) in answers.items():
+                if code != 0:
+                    self.say(f"{node}: removing the preflight's container failed: {tail(output)}")
+            self.phase("cleanup")
+
+
+def _ssh_failure(code: int | None, output: str) -> str:
+    if code is None:
+        return "ssh did not finish connecting in time"
+    last = output.strip().splitlines()[-1:] or ["no message"]
+    return f"ssh exit {code}: {last[0][:300]}"

@@ -1,0 +1,417 @@
+"""Judging the preflight probe's reports: per-node figures, and the problems they name.
+
+Every rank prints ``BUILDER_PREFLIGHT {json}`` (``builder/payload/preflight.py``).
+A node is named when one of its ranks failed or never reported, when fewer
+devices are visible than it has slots, when a device did not initialise, when
+its devices, driver or runtime differ from the first node's, when its matrix
+multiply, memory copy or link is more than the threshold below the median of
+the other nodes, when an all-reduce gave a wrong sum, when the collective
+library used another transport than the spec's fabric, and when its
+fingerprint differs from the first node's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from builder.fingerprint.compare import differences
+from builder.fingerprint.record import Fingerprint
+from builder.rehearse.report import probe_reports
+
+MARK = "BUILDER_PREFLIGHT "
+SCHEMA = 1
+Severity = Literal["fail", "warn"]
+NET_WORDS = {"Socket": "sockets", "IB": "InfiniBand verbs"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What is wrong (fail) or worth knowing (warn), on which node (None: the run)."""
+
+    node: str | None
+    what: str
+    severity: Severity = "fail"
+    log_tail: str = ""
+
+    def text(self) -> str:
+        where = f"{self.node}: " if self.node else ""
+        tail = "".join(f"\n    | {line}" for line in self.log_tail.splitlines())
+        return f"{where}{self.what}{tail}"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the run should look like, from the spec and its plan."""
+
+    nodes: tuple[str, ...]
+    slots: int
+    device_word: str | None
+    """GPU, HPU; None where there are no devices to count (cpu)."""
+    library: str
+    """The collective library's name in messages: NCCL, RCCL, HCCL, gloo."""
+    net: str | None
+    """The NET transport the library must use (NCCL_NET: IB, Libfabric); None: any."""
+    fabric: str
+    threshold: float
+    rates_judged: bool = True
+    """False where the nodes share one machine's cores (a rehearsal with more ranks than
+    cores): matmul, memory and link figures then vary by scheduling, and are warnings."""
+
+    @property
+    def world(self) -> int:
+        return len(self.nodes) * self.slots
+
+
+@dataclass
+class NodeRow:
+    """One node's figures (the slowest of its ranks where ranks measure)."""
+
+    node: str
+    ranks: int = 0
+    visible: int | None = None
+    device: str = "-"
+    versions: dict[str, str | None] = field(default_factory=dict)
+    tflops: float | None = None
+    dtype: str = ""
+    memory_gbps: float | None = None
+    out_gbps: float | None = None
+    in_gbps: float | None = None
+    intra_busbw: float | None = None
+    nets: tuple[str, ...] = ()
+    digest: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Preflight:
+    """The whole judgement: rows per node, the all-reduce sweep, the findings."""
+
+    expected: Expected
+    nodes: list[NodeRow]
+    sweep: dict[str, list[dict[str, float]]]
+    findings: list[Finding]
+    settings: dict[str, Any] = field(default_factory=dict)
+    phases: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "fail" for f in self.findings)
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "ok": self.ok,
+            "nodes": [vars(row) for row in self.nodes],
+            "allreduce": self.sweep,
+            "findings": [vars(f) for f in self.findings],
+            "settings": self.settings,
+            "phases": {name: round(seconds, 2) for name, seconds in self.phases},
+        }
+
+
+def judge(output: str, expected: Expected) -> Preflight:
+    """The preflight's rows and findings from the ranks' output."""
+    reports = sorted(probe_reports(output, MARK), key=lambda r: int(r.get("rank", -1)))
+    rows = {node: NodeRow(node) for node in expected.nodes}
+    findings: list[Finding] = []
+    seen: dict[int, str] = {}
+    for report in reports:
+        rank = int(report["rank"])
+        node = _node_of(rank, str(report.get("node")), expected)
+        row = rows.setdefault(node, NodeRow(node))
+        row.ranks += 1
+        if rank in seen:
+            findings.append(Finding(node, f"rank {rank} reported twice"))
+        seen[rank] = node
+        findings += _rank_findings(report, row, expected)
+        _take(report, row)
+    findings += _missing(seen, expected)
+    ordered = [rows[node] for node in expected.nodes] + [
+        row for name, row in rows.items() if name not in expected.nodes
+    ]
+    findings += _visibility(ordered, expected)
+    findings += _same_as_first(ordered)
+    rates: list[Finding] = []
+    for metric, what, unit in (
+        ("tflops", "matmul", "TFLOP/s"),
+        ("memory_gbps", "memory copy", "GB/s"),
+    ):
+        rates += _stragglers(ordered, metric, what, unit, expected.threshold)
+    rates += _links(ordered, expected.threshold)
+    if not expected.rates_judged:
+        rates = [replace(f, severity="warn") for f in rates]
+    findings += rates
+    findings += _transport(ordered, expected)
+    findings += _drift(reports, expected)
+    for finding in findings:
+        if finding.node in rows and finding.severity == "fail":
+            rows[finding.node].problems.append(finding.what)
+    first = next((r for r in reports if int(r["rank"]) == 0), None)
+    sweep = _sweep(first, expected) if first else {}
+    return Preflight(expected, ordered, sweep, findings)
+
+
+def _node_of(rank: int, host: str, expected: Expected) -> str:
+    """The plan's name for the node of rank (ranks follow the hostfile's order)."""
+    index = rank // expected.slots
+    return expected.nodes[index] if 0 <= index < len(expected.nodes) else host
+
+
+def _rank_findings(report: dict[str, Any], row: NodeRow, expected: Expected) -> list[Finding]:
+    rank = int(report["rank"])
+    found = []
+    if report.get("device_ok") is False:
+        error = report.get("device_error", "")
+        word = expected.device_word or "device"
+        found.append(Finding(row.node, f"rank {rank}: its {word} did not initialise: {error}"))
+    elif report.get("error"):
+        found.append(Finding(row.node, f"rank {rank}: {report['error']}"))
+    if report.get("world") != expected.world:
+        what = f"rank {rank}: world size {report.get('world')}, expected {expected.world}"
+        found.append(Finding(row.node, what))
+    for group, values in (report.get("allreduce") or {}).items():
+        total = _group_sum(group, rank, expected)
+        for point in values:
+            if not point["min"] == point["max"] == total:
+                found.append(
+                    Finding(
+                        row.node,
+                        f"rank {rank}: all-reduce of {size_text(point['bytes'])} {GROUPS[group]} "
+                        f"gave {point['min']:g}..{point['max']:g}, expected {total:g}",
+                    )
+                )
+                break
+    return found
+
+
+GROUPS = {"world": "over the world", "intra": "within its node", "inter": "between the nodes"}
+
+
+def _group_sum(group: str, rank: int, expected: Expected) -> float:
+    """The all-reduce sum of rank + 1 over the members of rank's group."""
+    slots, world = expected.slots, expected.world
+    if group == "world":
+        members = range(world)
+    elif group == "intra":
+        start = rank // slots * slots
+        members = range(start, min(world, start + slots))
+    else:
+        members = range(0, world, slots)
+    return float(sum(member + 1 for member in members))
+
+
+def _take(report: dict[str, Any], row: NodeRow) -> None:
+    """Fold one rank's figures into its node's row (the slowest rank counts)."""
+
+    def lowest(now: float | None, value: Any) -> float | None:
+        if not isinstance(value, (int, float)):
+            return now
+        return float(value) if now is None else min(now, float(value))
+
+    if isinstance(report.get("visible"), int):
+        row.visible = (
+            report["visible"] if row.visible is None else min(row.visible, report["visible"])
+        )
+    names = report.get("device_names") or []
+    if names:
+        row.device = ", ".join(sorted(set(map(str, names))))
+    row.versions = {k: v for k, v in (report.get("versions") or {}).items() if v} or row.versions
+    matmul = report.get("matmul") or {}
+    row.tflops = lowest(row.tflops, matmul.get("tflops"))
+    row.dtype = matmul.get("dtype", row.dtype)
+    row.memory_gbps = lowest(row.memory_gbps, (report.get("memory") or {}).get("gbps"))
+    row.out_gbps = lowest(row.out_gbps, report.get("out_gbps"))
+    row.in_gbps = lowest(row.in_gbps, report.get("in_gbps"))
+    intra = (report.get("allreduce") or {}).get("intra") or []
+    if intra:
+        row.intra_busbw = lowest(row.intra_busbw, intra[-1]["busbw"])
+    nets = (report.get("transport") or {}).get("net") or []
+    row.nets = tuple(sorted({*row.nets, *map(str, nets)}))
+    digest = (report.get("fingerprint") or {}).get("digest")
+    if digest:
+        row.digest = str(digest)
+
+
+def _missing(seen: dict[int, str], expected: Expected) -> list[Finding]:
+    found = []
+    for index, node in enumerate(expected.nodes):
+        ranks = range(index * expected.slots, (index + 1) * expected.slots)
+        lost = [str(rank) for rank in ranks if rank not in seen]
+        if lost:
+            found.append(Finding(node, f"rank(s) {', '.join(lost)} never reported"))
+    return found
+
+
+def _visibility(rows: list[NodeRow], expected: Expected) -> list[Finding]:
+    word = expected.device_word
+    if word is None:
+        return []
+    return [
+        Finding(row.node, f"{row.visible} of {expected.slots} {word}s visible")
+        for row in rows
+        if row.visible is not None and row.visible < expected.slots
+    ]
+
+
+def _same_as_first(rows: list[NodeRow]) -> list[Finding]:
+    """Device names and driver/runtime versions against the first reporting node's."""
+    reporting = [row for row in rows if row.ranks]
+    if len(reporting) < 2:
+        return []
+    first = reporting[0]
+    found = []
+    for row in reporting[1:]:
+        changes = []
+        if row.device != first.device:
+            changes.append(f"devices {row.device!r} (on {first.node}: {first.device!r})")
+        for key in sorted(first.versions.keys() | row.versions.keys()):
+            mine, theirs = row.versions.get(key), first.versions.get(key)
+            if mine != theirs:
+                changes.append(
+                    f"{key} {mine or 'missing'} (on {first.node}: {theirs or 'missing'})"
+                )
+        if changes:
+            found.append(Finding(row.node, "devices or versions differ: " + ", ".join(changes)))
+    return found
+
+
+def below(value: float, others: list[float], threshold: float) -> float | None:
+    """How far below the median of others value is (0.41: 41%), when that is more than
+    threshold; else None."""
+    if not others:
+        return None
+    median = statistics.median(others)
+    if median <= 0:
+        return None
+    short = 1.0 - value / median
+    return short if short > threshold else None
+
+
+def _stragglers(
+    rows: list[NodeRow], metric: str, what: str, unit: str, threshold: float
+) -> list[Finding]:
+    measured = [(row, getattr(row, metric)) for row in rows if getattr(row, metric) is not None]
+    found = []
+    for row, value in measured:
+        others = [v for r, v in measured if r is not row]
+        short = below(value, others, threshold)
+        if short is not None:
+            median = statistics.median(others)
+            found.append(
+                Finding(
+                    row.node,
+                    f"{what} {short:.0%} below the median of the other nodes "
+                    f"({rate(value)} vs {rate(median)} {unit})",
+                )
+            )
+    return found
+
+
+def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
+    """Slow links. A node's out rate is what the next node received from it, its in rate
+    what it received from the one before. A link slow both ways makes two neighbours'
+    rates slow: only the node slow both ways is named; else the nodes slow to send."""
+    measured = [row for row in rows if row.out_gbps is not None and row.in_gbps is not None]
+    if len(measured) < 2:
+        return []
+
+    def slow(row: NodeRow, metric: str) -> float | None:
+        others = [getattr(r, metric) for r in measured if r is not row]
+        return below(getattr(row, metric), others, threshold)
+
+    sends = {row.node: slow(row, "out_gbps") for row in measured}
+    both = [row for row in measured if sends[row.node] and slow(row, "in_gbps")]
+    named = both or [row for row in measured if sends[row.node]]
+    found = []
+    for row in named:
+        others = statistics.median(r.out_gbps or 0.0 for r in measured if r is not row)
+        way = "both ways" if row in both else "to send"
+        found.append(
+            Finding(
+                row.node,
+                f"link {sends[row.node]:.0%} below the median of the other nodes, slow {way} "
+                f"({rate(row.out_gbps)} vs {rate(others)} GB/s sent to the next node)",
+            )
+        )
+    return found
+
+
+def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
+    if expected.library == "gloo":
+        if expected.fabric == "none":
+            return []
+        return [
+            Finding(
+                None,
+                f"gloo runs over TCP sockets: the spec's fabric {expected.fabric} carries "
+                "none of this run's collectives",
+                "warn",
+            )
+        ]
+    if expected.library == "HCCL":
+        return [Finding(None, "HCCL's transport is not read by preflight", "warn")]
+    found = []
+    for row in rows:
+        other = [net for net in row.nets if net != expected.net]
+        if expected.net is not None and other:
+            used = ", ".join(f"{NET_WORDS.get(net, net)} (NET/{net})" for net in other)
+            found.append(
+                Finding(
+                    row.node,
+                    f"{expected.library} used {used}, the spec says {expected.fabric} "
+                    f"(NET/{expected.net})",
+                )
+            )
+    return found
+
+
+def _drift(reports: list[dict[str, Any]], expected: Expected) -> list[Finding]:
+    """Nodes whose fingerprint differs from the first reporting node's."""
+    prints: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        data = (report.get("fingerprint") or {}).get("data")
+        if isinstance(data, dict):
+            node = _node_of(int(report["rank"]), str(report.get("node")), expected)
+            prints.setdefault(node, data)
+    order = [node for node in expected.nodes if node in prints]
+    if len(order) < 2:
+        return []
+    first = order[0]
+    found = []
+    for node in order[1:]:
+        _, table = differences([Fingerprint(first, prints[first]), Fingerprint(node, prints[node])])
+        if table:
+            shown = [
+                f"{key} {mine} (on {first}: {theirs})" for key, (theirs, mine) in table.items()
+            ]
+            more = f", and {len(shown) - 8} more" if len(shown) > 8 else ""
+            found.append(Finding(node, "environment differs: " + ", ".join(shown[:8]) + more))
+    return found
+
+
+def _sweep(first: dict[str, Any], expected: Expected) -> dict[str, list[dict[str, float]]]:
+    """Rank 0's all-reduce figures: over the world and between the nodes' first ranks."""
+    found = {}
+    for group in ("world", "inter", "intra"):
+        values = (first.get("allreduce") or {}).get(group) or []
+        if values and not (group == "inter" and len(expected.nodes) < 2):
+            found[group] = [
+                {key: point[key] for key in ("bytes", "seconds", "algbw", "busbw")}
+                for point in values
+            ]
+    return found
+
+
+def rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}"
+
+
+def size_text(count: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:g} {unit}"
+    return f"{count:g} B"
