@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck,
-# Slurm's scontrol, pdsh, OpenMPI's mpirun)
+# Slurm's scontrol, pdsh, OpenMPI's mpirun, tc and nsenter)
 # when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
 set -euo pipefail
 
@@ -11,6 +11,8 @@ command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v scontrol >/dev/null || missing+=(slurm-client)  # Slurm's own node-list expansion
 command -v pdsh >/dev/null || missing+=(pdsh)  # what carries .deepspeed_env to the nodes
 command -v mpirun >/dev/null || missing+=(openmpi-bin)  # reads our hostfiles and -x values
+{ command -v tc >/dev/null || [ -x /usr/sbin/tc ]; } || missing+=(iproute2)  # a node's slow link
+{ command -v nsenter >/dev/null || [ -x /usr/bin/nsenter ]; } || missing+=(util-linux)  # its netns
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

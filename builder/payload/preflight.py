@@ -56,7 +56,7 @@ COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30, "hpu": 1 << 30}
 SWEEP = {"cpu": (1 << 12, 1 << 26), "cuda": (1 << 16, 1 << 30), "hpu": (1 << 16, 1 << 30)}
 """All-reduce sizes in bytes (smallest, largest), by 4x steps; quick stops at 1/64."""
 LINK_BYTES = {"cpu": 8 << 20, "cuda": 256 << 20, "hpu": 256 << 20}
-LINK_TRIES = 3
+LINK_TRIES = 5
 """Transfers per link after the first (the median counts)."""
 
 
@@ -214,7 +214,7 @@ def link(run: Run, device: Device, leaders: list[int]) -> dict[str, float]:
     """This node's link, from its first rank: bytes/s it sends to the next node's first
     rank and receives from the previous one's, one pair at a time (the receiver times)."""
     torch, dist = device.torch, run.dist
-    size = LINK_BYTES[device.kind] // (2 if run.args.quick else 1)
+    size = LINK_BYTES[device.kind]
     buffer = torch.ones(size // 4, dtype=torch.float32, device=device.device)
     mine: dict[str, float] = {}
     count = len(leaders)
@@ -296,9 +296,11 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
 
     rank, local_rank, world = identity()
     device = Device(args.device, local_rank)
-    if args.device == "cpu":  # the node's cores shared by its ranks, unless told
+    if args.device == "cpu":  # --threads, the run's OMP_NUM_THREADS, or the cores per rank
         cores = len(os.sched_getaffinity(0))
-        torch.set_num_threads(args.threads or max(1, cores // max(1, args.slots)))
+        omp = os.environ.get("OMP_NUM_THREADS", "")
+        default = int(omp) if omp.isdigit() and int(omp) > 0 else cores // max(1, args.slots)
+        torch.set_num_threads(args.threads or max(1, default))
     report["visible"] = device.visible()
     report["device_names"] = device.names()
     report["versions"] = device.versions()

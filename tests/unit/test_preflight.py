@@ -249,7 +249,7 @@ def test_the_probe_reads_the_arguments_preflight_writes(preset: str) -> None:
     assert parsed.quick
     assert parsed.threads == 1
     assert parsed.budget == 6.0
-    assert parsed.timeout == 126.0
+    assert parsed.timeout == 60.0
     devices = {"cuda": "cuda", "rocm": "cuda", "gaudi": "hpu", "cpu": "cpu"}
     backends = {"cuda": "nccl", "rocm": "nccl", "gaudi": "hccl", "cpu": "gloo"}
     assert parsed.device == devices[spec.image.accelerator]

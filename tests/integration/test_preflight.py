@@ -1,0 +1,180 @@
+"""builder preflight on real containers: a rehearsal cluster over gloo that passes; a
+node throttled with docker's --cpus, a node whose link is shaped with tc, and a
+node whose packages drifted, each named; and the real-cluster path (this machine's
+ssh, the probe's launch.sh, DeepSpeed over pdsh) on nodes that are containers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.engine import connect
+from builder.preflight.cluster import ClusterPreflight, Ssh
+from builder.preflight.probe import Settings
+from builder.preflight.rehearsal import RehearsedPreflight
+from builder.rehearse.run import Rehearsal
+from builder.spec.loader import load_preset
+from builder.spec.records import Mount
+from tests.conftest import real_tool
+from tests.integration.conftest import IMAGE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from builder.preflight.report import Preflight
+    from builder.spec.records import Spec
+
+BUILDER = Path(sys.executable).with_name("builder")
+QUICK = Settings(quick=True)
+LENIENT = Settings(quick=True, threshold=0.75)
+"""For tests of something else than rates: containers on one machine's two cores vary
+by a third in matmul, copy and link rates from run to run; the straggler tests make
+their node slower than that."""
+
+
+def one_slot() -> Spec:
+    """cpu-deepspeed with one rank per node: two nodes' ranks fit this machine's two
+    cores, so their rates are comparable (more ranks than cores are warnings)."""
+    spec = load_preset("cpu-deepspeed").spec
+    return replace(spec, launch=replace(spec.launch, slots=1))
+
+
+def preflight(
+    spec: Spec, between: Callable[[RehearsedPreflight], None], settings: Settings = QUICK
+) -> Preflight:
+    with RehearsedPreflight(spec, image=IMAGE, engine=connect(), nodes=2, settings=settings) as run:
+        run.up()
+        between(run)
+        return run.job()
+
+
+def failed(result: Preflight) -> list[tuple[str | None, str]]:
+    return [(f.node, f.what) for f in result.findings if f.severity == "fail"]
+
+
+@pytest.mark.usefixtures("clean")
+def test_preflight_passes_on_a_rehearsal_cluster() -> None:
+    argv = [str(BUILDER), "preflight", "--preset", "cpu-deepspeed", "--image", IMAGE]
+    done = subprocess.run(
+        [*argv, "--rehearse", "--quick", "--json"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    assert data["ok"]
+    assert data["schema"] == 1
+    assert [row["node"] for row in data["nodes"]] == ["node1", "node2"]
+    assert all(row["ranks"] == 2 and not row["problems"] for row in data["nodes"])
+    assert len({row["digest"] for row in data["nodes"]}) == 1
+    assert all(row["tflops"] > 0 and row["out_gbps"] > 0 for row in data["nodes"])
+    assert {"world", "inter", "intra"} <= set(data["allreduce"])
+    assert all(point["busbw"] > 0 for point in data["allreduce"]["world"])
+    # 4 ranks on 2 cores: said, not judged
+    assert any("share this machine" in f["what"] for f in data["findings"])
+    assert data["phases"]["teardown"] > 0
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_throttled_node_is_named_as_the_straggler() -> None:
+    def throttle(run: RehearsedPreflight) -> None:
+        node = run.nodes[1].container
+        subprocess.run(["docker", "update", "--cpus", "0.3", node], check=True, capture_output=True)
+
+    result = preflight(one_slot(), throttle)
+    named = failed(result)
+    assert ("node2", next(what for node, what in named if "matmul" in what)) in named, named
+    assert {node for node, _ in named} == {"node2"}, named
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_node_with_a_slow_link_is_named() -> None:
+    real_tool("nsenter")
+    real_tool("tc")
+
+    def shape(run: RehearsedPreflight) -> None:
+        # netem is not in this kernel; tbf limits what node2 sends, in its own namespace
+        node = run.nodes[1].container
+        pid = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Pid}}", node],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        subprocess.run(
+            ["nsenter", "-t", pid, "-n", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
+             "rate", "20mbit", "burst", "32kbit", "latency", "400ms"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    result = preflight(one_slot(), shape)
+    named = failed(result)
+    links = [(node, what) for node, what in named if what.startswith("link")]
+    assert [node for node, _ in links] == ["node2"], named
+    assert "slow to send" in links[0][1]
+    row = next(row for row in result.nodes if row.node == "node2")
+    assert row.out_gbps is not None
+    assert row.out_gbps < 0.01  # 20 Mbit/s is 0.0025 GB/s
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_node_whose_packages_drifted_is_named(other_einops: Path) -> None:
+    def drift(run: RehearsedPreflight) -> None:
+        node = run.nodes[1].container
+        wheel = f"/tmp/{other_einops.name}"
+        subprocess.run(["docker", "cp", str(other_einops), f"{node}:{wheel}"], check=True)
+        subprocess.run(
+            ["docker", "exec", node, "pip", "install", "-q", "--no-deps", wheel],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    result = preflight(one_slot(), drift, LENIENT)
+    named = failed(result)
+    drifted = [what for node, what in named if "environment differs" in what]
+    assert drifted == ["environment differs: python package einops 0.8.1 (on node1: 0.8.2)"]
+    assert {node for node, _ in named} == {"node2"}
+    assert len({row.digest for row in result.nodes}) == 2
+
+
+@pytest.mark.usefixtures("clean")
+def test_preflight_reaches_real_nodes_over_ssh(tmp_path: Path) -> None:
+    """The real-cluster path: nodes that are containers with sshd and the image as their
+    environment (runtime none), the shared folder at the same path on each, reached by
+    this machine's ssh; the probe's launch.sh runs DeepSpeed there, pdsh the rest."""
+    real_tool("ssh")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    spec = one_slot()
+    env = {**spec.launch.env, "OMP_NUM_THREADS": "1"}
+    hosts = replace(spec, launch=replace(spec.launch, mounts=(Mount(str(shared), str(shared)),)))
+    with Rehearsal(hosts, image=IMAGE, engine=connect(), nodes=2, launcher="deepspeed") as up:
+        up.up()
+        session = up.session
+        config = tmp_path / "ssh_config"
+        addresses = "".join(
+            f"Host {node.name}\n    HostName "
+            f"{session.engine.container_ip(node.container, session.network)}\n"
+            for node in session.nodes
+        )
+        config.write_text(addresses + (session.folder / "ssh_config").read_text())
+        bare = replace(
+            spec,
+            launch=replace(
+                spec.launch, runtime="none", nodes=("node1", "node2"), code=None, cache=None,
+                env=env,
+            ),
+        )  # fmt: skip
+        run = ClusterPreflight(
+            bare,
+            image=IMAGE,
+            cluster_dir=shared / "cluster",
+            settings=LENIENT,
+            ssh=Ssh(config),
+        )
+        result = run.run()
+    assert failed(result) == [], [f.text() for f in result.findings]
+    assert [(row.node, row.ranks) for row in result.nodes] == [("node1", 1), ("node2", 1)]
+    assert (shared / "cluster" / "preflight" / "launch.sh").is_file()
+    assert [name for name, _ in result.phases] == ["nodes reached", "job", "cleanup"]
