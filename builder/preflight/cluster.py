@@ -72,8 +72,11 @@ class Ssh:
     config: Path | None = None
     connect_timeout: int = CONNECT_TIMEOUT
 
-    def argv(self, node: str, command: Sequence[str]) -> list[str]:
-        argv = ["ssh"]
+    def argv(self, node: str, command: Sequence[str], *, tty: bool = False) -> list[str]:
+        """ssh running command on node (tty: in a terminal of its own, whose hangup, when
+        this ssh ends, reaches the command as it reaches a user's: launch.sh's trap then
+        runs the plan's stop)."""
+        argv = ["ssh", "-tt"] if tty else ["ssh"]
         if self.config is not None:
             argv += ["-F", str(self.config)]
         argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
@@ -90,14 +93,14 @@ class Nodes:
         self.running: list[subprocess.Popen[str]] = []
 
     def run(
-        self, commands: Mapping[str, Sequence[str]], timeout: float
+        self, commands: Mapping[str, Sequence[str]], timeout: float, *, tty: bool = False
     ) -> dict[str, tuple[int | None, str]]:
         """{node: (exit code, or None when it ran past timeout; output)}."""
         if not commands:
             return {}
         pool = ThreadPoolExecutor(max_workers=min(32, len(commands)))
         futures = {
-            node: pool.submit(self._one, node, command, timeout)
+            node: pool.submit(self._one, node, command, timeout, tty)
             for node, command in commands.items()
         }
         try:
@@ -108,9 +111,11 @@ class Nodes:
         finally:
             pool.shutdown(wait=True)
 
-    def _one(self, node: str, command: Sequence[str], timeout: float) -> tuple[int | None, str]:
+    def _one(
+        self, node: str, command: Sequence[str], timeout: float, tty: bool
+    ) -> tuple[int | None, str]:
         process = subprocess.Popen(  # an argv list, no shell here
-            self.ssh.argv(node, command),
+            self.ssh.argv(node, command, tty=tty),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -123,10 +128,10 @@ class Nodes:
         except subprocess.TimeoutExpired:
             process.kill()
             output, _ = process.communicate()
-            return None, output
+            return None, output.replace("\r\n", "\n")
         finally:
             self.running.remove(process)
-        return process.returncode, output
+        return process.returncode, output.replace("\r\n", "\n")  # a terminal's line ends
 
     def end(self) -> None:
         for process in list(self.running):
@@ -292,11 +297,12 @@ class ClusterPreflight:
         launches = self.plan.of_role("launch")
         if launches:
             first = launches[0].node
-            code, output = self.nodes.run({first: ["sh", self.script, "launch"]}, timeout)[first]
+            launch = {first: ["sh", self.script, "launch"]}
+            code, output = self.nodes.run(launch, timeout, tty=True)[first]
             outputs = {first: (code, output)}
         else:
             runs = {step.node: ["sh", self.script, step.node] for step in self.plan.of_role("run")}
-            outputs = self.nodes.run(runs, timeout)
+            outputs = self.nodes.run(runs, timeout, tty=True)
         self.phase("job")
         for node, (code, output) in outputs.items():
             if code is None:

@@ -6,31 +6,38 @@ ssh, the probe's launch.sh, DeepSpeed over pdsh) on nodes that are containers.""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
 
 from builder.engine import connect
 from builder.preflight.cluster import ClusterPreflight, Ssh
 from builder.preflight.probe import Settings
 from builder.preflight.rehearsal import RehearsedPreflight
 from builder.rehearse.run import Rehearsal
-from builder.spec.loader import load_preset
+from builder.rehearse.ssh import ranks_running
+from builder.spec.loader import load_preset, load_stack
 from builder.spec.records import Mount
 from tests.conftest import real_tool
 from tests.integration.conftest import IMAGE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from builder.preflight.report import Preflight
+    from builder.rehearse.session import Session
     from builder.spec.records import Spec
 
 BUILDER = Path(sys.executable).with_name("builder")
+PRESETS = Path(__file__).parents[2] / "builder" / "spec" / "presets"
 QUICK = Settings(quick=True)
 LENIENT = Settings(quick=True, threshold=0.75)
 """For tests of something else than rates: containers on one machine's two cores vary
@@ -138,16 +145,24 @@ def test_a_node_whose_packages_drifted_is_named(other_einops: Path) -> None:
     assert len({row.digest for row in result.nodes}) == 2
 
 
-@pytest.mark.usefixtures("clean")
-def test_preflight_reaches_real_nodes_over_ssh(tmp_path: Path) -> None:
-    """The real-cluster path: nodes that are containers with sshd and the image as their
-    environment (runtime none), the shared folder at the same path on each, reached by
-    this machine's ssh; the probe's launch.sh runs DeepSpeed there, pdsh the rest."""
+@dataclass(frozen=True)
+class SshNodes:
+    """Nodes that are containers with sshd, the image as their environment (runtime
+    none) and a shared folder at the same path on each, reached from here by ssh."""
+
+    spec: Spec
+    stack: Path
+    shared: Path
+    config: Path
+    session: Session
+
+
+@pytest.fixture
+def ssh_nodes(tmp_path: Path, clean: None) -> Iterator[SshNodes]:
     real_tool("ssh")
     shared = tmp_path / "shared"
     shared.mkdir()
     spec = one_slot()
-    env = {**spec.launch.env, "OMP_NUM_THREADS": "1"}
     hosts = replace(spec, launch=replace(spec.launch, mounts=(Mount(str(shared), str(shared)),)))
     with Rehearsal(hosts, image=IMAGE, engine=connect(), nodes=2, launcher="deepspeed") as up:
         up.up()
@@ -159,22 +174,54 @@ def test_preflight_reaches_real_nodes_over_ssh(tmp_path: Path) -> None:
             for node in session.nodes
         )
         config.write_text(addresses + (session.folder / "ssh_config").read_text())
-        bare = replace(
-            spec,
-            launch=replace(
-                spec.launch, runtime="none", nodes=("node1", "node2"), code=None, cache=None,
-                env=env,
-            ),
-        )  # fmt: skip
-        run = ClusterPreflight(
-            bare,
-            image=IMAGE,
-            cluster_dir=shared / "cluster",
-            settings=LENIENT,
-            ssh=Ssh(config),
-        )
-        result = run.run()
+        # the stack as a user writes it: the preset's, on these nodes, the image as the nodes
+        data = yaml.safe_load((PRESETS / "cpu-deepspeed.yaml").read_text())
+        launch = data["launch"]
+        launch.update(runtime="none", nodes=["node1", "node2"], slots=1)
+        launch["env"] = {**launch.get("env", {}), "OMP_NUM_THREADS": "1"}
+        launch.pop("code", None)
+        launch.pop("cache", None)
+        stack = tmp_path / "stack.yaml"
+        stack.write_text(yaml.safe_dump(data))
+        yield SshNodes(load_stack(stack, None).spec, stack, shared, config, session)
+
+
+def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
+    """The real-cluster path: this machine's ssh, the probe's launch.sh, DeepSpeed there
+    and pdsh to the rest."""
+    run = ClusterPreflight(
+        ssh_nodes.spec,
+        image=IMAGE,
+        cluster_dir=ssh_nodes.shared / "cluster",
+        settings=LENIENT,
+        ssh=Ssh(ssh_nodes.config),
+    )
+    result = run.run()
     assert failed(result) == [], [f.text() for f in result.findings]
     assert [(row.node, row.ranks) for row in result.nodes] == [("node1", 1), ("node2", 1)]
-    assert (shared / "cluster" / "preflight" / "launch.sh").is_file()
+    assert (ssh_nodes.shared / "cluster" / "preflight" / "launch.sh").is_file()
     assert [name for name, _ in result.phases] == ["nodes reached", "job", "cleanup"]
+
+
+def test_ctrl_c_stops_the_probe_on_every_node(ssh_nodes: SshNodes) -> None:
+    session = ssh_nodes.session
+    script = f"{ssh_nodes.shared}/cluster/preflight/preflight.py"
+    argv = [str(BUILDER), "preflight", str(ssh_nodes.stack), "--image", IMAGE,
+            "--cluster-dir", str(ssh_nodes.shared / "cluster"),
+            "--ssh-config", str(ssh_nodes.config), "--budget", "60"]  # fmt: skip
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as cli:
+        deadline = time.monotonic() + 90
+        while not all(ranks_running(session.engine, n.container, script) for n in session.nodes):
+            assert cli.poll() is None, cli.communicate()
+            assert time.monotonic() < deadline, "the probe never ran on every node"
+            time.sleep(0.5)
+        os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole group
+        _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    deadline = time.monotonic() + 30
+    while any(ranks_running(session.engine, n.container, script) for n in session.nodes):
+        assert time.monotonic() < deadline, "a rank still runs 30 s after Ctrl-C"
+        time.sleep(0.5)
