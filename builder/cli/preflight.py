@@ -29,13 +29,14 @@ def preflight(
     preset: PresetOpt = None,
     image: ImageOpt = None,
     cluster_dir: Annotated[
-        Path,
+        Optional[Path],  # noqa: UP045
         typer.Option(
             "--cluster-dir",
             help="The bundle folder, at the same path on every node (written when missing; "
-            "an existing one must match the spec).",
+            "an existing one must match the spec). Default: cluster.",
+            show_default=False,
         ),
-    ] = Path("cluster"),
+    ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Small sizes and short windows: seconds, not minutes.")
     ] = False,
@@ -65,8 +66,11 @@ def preflight(
         typer.Option("--rehearse", help="Run on a rehearsal's containers here instead (gloo)."),
     ] = False,
     nodes: Annotated[
-        int, typer.Option("--nodes", "-n", help="Nodes of the --rehearse cluster.")
-    ] = 2,
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            "--nodes", "-n", help="Nodes of the --rehearse cluster (default 2).", show_default=False
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the probe's launch plan; run nothing.")
     ] = False,
@@ -75,22 +79,23 @@ def preflight(
     """Prove the cluster before the run: devices, compute, memory, links, all-reduce,
     transport and environment, node by node, through the stack's own launch plan."""
     settings = Settings(quick=quick, budget=budget, threshold=threshold)
+    check_options(rehearse=rehearse, nodes=nodes, cluster_dir=cluster_dir,
+                  ssh_config=ssh_config, dry_run=dry_run)  # fmt: skip
     stack = stack_of(spec, preset)
     reference = image_ref(stack, image)
     say = _say
     if rehearse:
-        if not 1 <= nodes <= MAX_NODES:
-            raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
         result = rehearsed_preflight(
-            stack.spec, image=reference, engine=connect(), nodes=nodes, settings=settings, say=say
-        )
+            stack.spec, image=reference, engine=connect(), nodes=nodes or 2, settings=settings,
+            say=say,
+        )  # fmt: skip
     else:
         if ssh_config is not None and not ssh_config.is_file():
             raise UsageError(f"--ssh-config {ssh_config}: no such file")
         run = ClusterPreflight(
             stack.spec,
             image=reference,
-            cluster_dir=cluster_dir,
+            cluster_dir=cluster_dir or Path("cluster"),
             settings=settings,
             ssh=Ssh(ssh_config),
             say=say,
@@ -115,6 +120,31 @@ def preflight(
             f"{len(result.nodes)} nodes:\n" + "\n".join(f"- {f.text()}" for f in problems)
         )
     typer.echo(f"ok: preflight passed on {len(result.nodes)} nodes", err=as_json)
+
+
+def check_options(
+    *,
+    rehearse: bool,
+    nodes: int | None,
+    cluster_dir: Path | None,
+    ssh_config: Path | None,
+    dry_run: bool,
+) -> None:
+    """Options that belong to the other place preflight runs are refused, not ignored."""
+    if rehearse:
+        for given, option in ((cluster_dir, "--cluster-dir"), (ssh_config, "--ssh-config")):
+            if given is not None:
+                raise UsageError(
+                    f"{option} is for the real nodes; --rehearse runs on containers here"
+                )
+        if dry_run:
+            raise UsageError("--dry-run prints the plan for the real nodes; leave out --rehearse")
+        if nodes is not None and not 1 <= nodes <= MAX_NODES:
+            raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
+    elif nodes is not None:
+        raise UsageError(
+            "--nodes sets the size of a --rehearse cluster; the real nodes are launch.nodes"
+        )
 
 
 def _say(line: str) -> None:

@@ -105,7 +105,8 @@ def matmul_rate(device: Device, quick: bool, seconds: float) -> dict[str, object
     dtype = device.matmul_type()
     a = torch.randn(size, size, device=device.device).to(dtype)
     b = torch.randn(size, size, device=device.device).to(dtype)
-    rate = timed(device, lambda: torch.mm(a, b), seconds, 3 if quick else 5)
+    c = torch.empty_like(a)  # the product is kept: a lazy device runs only what is used
+    rate = timed(device, lambda: torch.mm(a, b, out=c), seconds, 3 if quick else 5)
     return {
         "tflops": 2 * size**3 * rate / 1e12,
         "dtype": str(dtype).replace("torch.", ""),
@@ -131,7 +132,7 @@ class Run:
         self.dist = dist
         self.args = args
         self.rank, self.local_rank, self.world = rank, local_rank, world
-        self.nodes = max(1, world // args.slots)
+        self.nodes = max(1, -(-world // args.slots))  # a last node may have fewer ranks
         self.node = rank // args.slots
         self.start = time.monotonic()
 
@@ -250,7 +251,7 @@ def transport(log_dir: str) -> dict[str, list[str]]:
     using: set[str] = set()
     for path in Path(log_dir).glob("builder-preflight.*.nccl"):
         text = path.read_text(errors="replace")
-        nets.update(re.findall(r" via NET/([^/\s]+)", text))
+        nets.update(re.findall(r" via NET/([^/\n]+)/", text))  # "AWS Libfabric" has a blank
         local.update(re.findall(r" via (P2P|SHM|CollNet)\b", text))
         using.update(m.strip() for m in re.findall(r"Using network ([^\n]+)", text))
     return {"net": sorted(nets), "local": sorted(local), "using": sorted(using)}
@@ -273,28 +274,40 @@ def fingerprint() -> dict[str, object]:
     return {"digest": hashlib.sha256(text).hexdigest(), "data": data}
 
 
-def init(args: argparse.Namespace, rank: int, world: int) -> None:
+def nccl_warnings(log_dir: str) -> str:
+    """NCCL's own WARN lines (why it failed: no IB device, no NET plugin), last ones."""
+    lines = [
+        line.strip()
+        for path in Path(log_dir).glob("builder-preflight.*.nccl")
+        for line in path.read_text(errors="replace").splitlines()
+        if "NCCL WARN" in line
+    ]
+    return " | ".join(lines[-3:])
+
+
+def init(args: argparse.Namespace, device: Device, rank: int, local_rank: int, world: int) -> None:
+    """The process group, from the launcher's variables (mpirun's OMPI_* too, with the
+    MASTER_ADDR/PORT the plan exports), on this rank's own GPU from the start."""
     import torch.distributed as dist
 
-    timeout = timedelta(seconds=args.timeout)
-    if "RANK" not in os.environ and args.backend == "gloo":
-        try:  # mpirun: the way a DeepSpeed script starts there (mpi_discovery)
-            import deepspeed
-        except ImportError:
-            deepspeed = None
-        if deepspeed is not None:
-            port = int(os.environ.get("MASTER_PORT", "29500"))
-            deepspeed.init_distributed("gloo", distributed_port=port, timeout=timeout)
-            return
     os.environ.setdefault("RANK", str(rank))
+    os.environ.setdefault("LOCAL_RANK", str(local_rank))
     os.environ.setdefault("WORLD_SIZE", str(world))
+    os.environ.setdefault("MASTER_PORT", "29500")
+    timeout = timedelta(seconds=args.timeout)
+    if device.kind == "cuda":
+        try:  # torch 2.3+: the communicator is made on this GPU, not rank % count's
+            dist.init_process_group(args.backend, timeout=timeout, device_id=device.device)
+            return
+        except TypeError:
+            pass
     dist.init_process_group(args.backend, timeout=timeout)
 
 
-def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -> None:
+def prepare(args: argparse.Namespace, report: dict[str, object], local_rank: int) -> Device:
+    """This rank's device, what it sees, and whether it initialises."""
     import torch
 
-    rank, local_rank, world = identity()
     device = Device(args.device, local_rank)
     if args.device == "cpu":  # --threads, the run's OMP_NUM_THREADS, or the cores per rank
         cores = len(os.sched_getaffinity(0))
@@ -311,14 +324,20 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
         report["device_ok"] = False
         report["device_error"] = f"{type(exc).__name__}: {exc}"
         raise
-    init(args, rank, world)
+    return device
+
+
+def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -> None:
+    rank, local_rank, world = identity()
+    device = prepare(args, report, local_rank)
+    init(args, device, rank, local_rank, world)
     run = Run(args, rank, local_rank, world)
     dist = run.dist
     slots = args.slots
     nodes = [list(range(n * slots, min(world, (n + 1) * slots))) for n in range(run.nodes)]
     leaders = [members[0] for members in nodes]
     # every rank makes every group, in the same order (torch requires it)
-    intra = [run.group_of(members) for members in nodes]
+    intra = [run.group_of(members) for members in nodes] if slots > 1 and run.nodes > 1 else []
     inter = run.group_of(leaders)
     budget = args.budget
     dist.barrier()
@@ -331,7 +350,7 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
     share = max(0.5, run.left() / 4)
     sweeps: dict[str, object] = {"world": sweep(run, device, None, world, share)}
     report["allreduce"] = sweeps
-    if slots > 1:
+    if intra:  # on one node, the world is the node
         sweeps["intra"] = sweep(run, device, intra[run.node], len(nodes[run.node]), share)
     if run.nodes > 1:
         if rank in leaders:  # the others wait: a group's collective involves its members
@@ -344,7 +363,24 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
     if rank in leaders:
         report["fingerprint"] = fingerprint()
     report["seconds"] = time.monotonic() - run.start
+    # a node's ranks share one output; a leader's line (its fingerprint) is longer than
+    # a pipe writes at once, so they write one after the other
+    for turn in range(slots):
+        if local_rank == turn:
+            emit(report)
+        dist.barrier()
     dist.destroy_process_group()
+
+
+EMITTED: list[bool] = []
+
+
+def emit(report: dict[str, object]) -> None:
+    """The report as one line, written once."""
+    if not EMITTED:
+        EMITTED.append(True)
+        sys.stdout.flush()
+        os.write(1, (MARK + json.dumps(report, sort_keys=True) + "\n").encode())
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -370,6 +406,9 @@ def main() -> None:
         os.environ["NCCL_DEBUG"] = "INFO"
         os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
         os.environ["NCCL_DEBUG_FILE"] = str(Path(log_dir) / NCCL_LOG)
+        # a peer's timeout raises here (and is reported) instead of aborting the process
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
     report: dict[str, object] = {
         "rank": rank,
         "local_rank": local_rank,
@@ -380,11 +419,13 @@ def main() -> None:
     try:
         measure(args, report, log_dir)
     except Exception as exc:  # reported per rank; the table names the node
-        report["error"] = f"{type(exc).__name__}: {exc}"
+        warnings = nccl_warnings(log_dir)
+        report["error"] = f"{type(exc).__name__}: {exc}" + (
+            f" (NCCL: {warnings})" if warnings else ""
+        )
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
-    sys.stdout.flush()
-    os.write(1, (MARK + json.dumps(report, sort_keys=True) + "\n").encode())
+    emit(report)
     if report["error"]:
         sys.exit(1)
 

@@ -57,7 +57,13 @@ def version_of(*names: str) -> str | None:
 
 
 class Device:
-    """The torch device of one rank: what it sees, and how to wait for it."""
+    """The torch device of one rank: what it sees, and how to wait for it.
+
+    A CUDA (or ROCm) rank uses the GPU of its local rank, or the only one it sees
+    where the launcher or Slurm gives each rank one. A Gaudi rank has one card,
+    which Habana's bridge picks from LOCAL_RANK: it is always ``hpu`` (there is
+    no ``hpu:N`` to choose), and in lazy mode its queued work runs at mark_step.
+    """
 
     def __init__(self, kind: str, local_rank: int) -> None:
         import torch
@@ -66,14 +72,20 @@ class Device:
         self.kind = kind
         self.local_rank = max(local_rank, 0)
         self.module = None
+        self.core = None
         if kind == "hpu":
             # Habana's torch plugin: the hpu device, the hccl backend, the device module
-            importlib.import_module("habana_frameworks.torch.core")
+            self.core = importlib.import_module("habana_frameworks.torch.core")
             importlib.import_module("habana_frameworks.torch.distributed.hccl")
             self.module = importlib.import_module("habana_frameworks.torch.hpu")
+            self.device = torch.device("hpu")
         elif kind == "cuda":
             self.module = torch.cuda
-        self.device = torch.device("cpu") if kind == "cpu" else torch.device(kind, self.local_rank)
+            count = torch.cuda.device_count()
+            self.index = 0 if count == 1 else self.local_rank
+            self.device = torch.device("cuda", self.index)
+        else:
+            self.device = torch.device("cpu")
 
     def visible(self) -> int:
         if self.kind == "cpu":
@@ -84,6 +96,8 @@ class Device:
         if self.kind == "cpu":
             return [cpu_name()]
         assert self.module is not None
+        if self.kind == "hpu":  # one card per process: its name stands for the node's
+            return [str(self.module.get_device_name())] * max(1, self.visible())
         return [str(self.module.get_device_name(i)) for i in range(self.visible())]
 
     def versions(self) -> dict[str, str | None]:
@@ -113,13 +127,12 @@ class Device:
     def use(self) -> None:
         """Make this rank's device current and touch it (it must initialise)."""
         if self.kind == "cuda":
-            self.torch.cuda.set_device(self.local_rank)
-        elif self.kind == "hpu":
-            assert self.module is not None
-            self.module.set_device(self.local_rank)
+            self.torch.cuda.set_device(self.index)
         self.torch.ones(1, device=self.device).sum().item()
 
     def sync(self) -> None:
+        if self.core is not None:
+            self.core.mark_step()  # lazy mode: run what is queued
         if self.module is not None:
             self.module.synchronize()
 
@@ -127,6 +140,11 @@ class Device:
         torch = self.torch
         if self.kind == "hpu":
             return torch.bfloat16
-        if self.kind == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
+        if self.kind == "cuda":
+            try:  # native bf16 only (Ampere and later); torch 2.3+ counts emulation too
+                native = torch.cuda.is_bf16_supported(including_emulation=False)
+            except TypeError:
+                native = torch.cuda.is_bf16_supported()
+            if native:
+                return torch.bfloat16
         return torch.float32

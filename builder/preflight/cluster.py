@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
 from builder.contract import HOSTFILE
-from builder.errors import Interrupted, NodeUnreachable, UsageError, shown
+from builder.errors import Interrupted, NodeUnreachable, ToolMissing, UsageError, shown
 from builder.launch.bundle import launch_script, needed_files, write_bundle
 from builder.launch.plan import launch_plan
 from builder.launch.runtimes import runtime
@@ -33,6 +34,7 @@ from builder.payload import payload_text
 from builder.preflight.probe import FILES, PROBE, expected_of, probe_args
 from builder.preflight.report import Finding, judge
 from builder.rehearse.session import tail
+from builder.rehearse.ssh import node_lines, pdsh_failures
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
@@ -46,7 +48,9 @@ if TYPE_CHECKING:
 
 FOLDER = "preflight"
 """The probe's folder in the cluster folder: its scripts and its launch.sh."""
-MOUNT = "/opt/builder-preflight"
+MOUNT = "/etc/builder/preflight"
+"""Where the probe's folder is bound in a container: beside the cluster folder's bind,
+away from the code folder's (image.workdir)."""
 CONNECT_TIMEOUT = 10
 STEP_TIMEOUT = 120.0
 """A node's start step (docker run --detach) and each cleanup step."""
@@ -58,6 +62,12 @@ def preflight_spec(spec: Spec, cluster_dir: str, settings: Settings) -> Spec:
     folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
     mounts, script = launch.mounts, f"{folder}/{PROBE}"
     if runtime(launch.runtime).isolated:
+        workdir = spec.image.workdir.rstrip("/") + "/"
+        if launch.code and f"{MOUNT}/".startswith(workdir):
+            raise UsageError(
+                f"image.workdir {spec.image.workdir} holds {MOUNT}, where preflight binds its "
+                "probe, and launch.code is bound there: choose a workdir such as /workspace"
+            )
         mounts, script = (*mounts, Mount(folder, MOUNT, read_only=True)), f"{MOUNT}/{PROBE}"
     args = probe_args(spec.image.accelerator, launch.slots, settings)
     probe = replace(launch, script=script, args=args, mounts=mounts)
@@ -91,6 +101,8 @@ class Nodes:
         self.ssh = ssh
         self.say = say
         self.running: list[subprocess.Popen[str]] = []
+        self.lock = threading.Lock()
+        self.stopping = False
 
     def run(
         self, commands: Mapping[str, Sequence[str]], timeout: float, *, tty: bool = False
@@ -105,37 +117,48 @@ class Nodes:
         }
         try:
             return {node: future.result() for node, future in futures.items()}
-        except BaseException:  # Ctrl-C: no ssh of ours outlives it
+        except BaseException:  # Ctrl-C: no ssh of ours starts after it or outlives it
             self.end()
             raise
         finally:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.stopping = False
 
     def _one(
         self, node: str, command: Sequence[str], timeout: float, tty: bool
     ) -> tuple[int | None, str]:
-        process = subprocess.Popen(  # an argv list, no shell here
-            self.ssh.argv(node, command, tty=tty),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        self.running.append(process)
+        argv = self.ssh.argv(node, command, tty=tty)
+        with self.lock:
+            if self.stopping:
+                return None, "not started: preflight was stopping"
+            try:
+                process = subprocess.Popen(  # an argv list, no shell here
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                )
+            except OSError as exc:
+                raise ToolMissing(f"cannot run ssh to reach {node}: {exc}") from None
+            self.running.append(process)
         try:
             output, _ = process.communicate(timeout=timeout)
+            code: int | None = process.returncode
         except subprocess.TimeoutExpired:
             process.kill()
-            output, _ = process.communicate()
-            return None, output.replace("\r\n", "\n")
+            code, output = None, _drain(process)
         finally:
-            self.running.remove(process)
-        return process.returncode, output.replace("\r\n", "\n")  # a terminal's line ends
+            with self.lock:
+                self.running.remove(process)
+        return code, output.replace("\r\n", "\n")  # a terminal's line ends
 
     def end(self) -> None:
-        for process in list(self.running):
-            process.kill()
+        with self.lock:
+            self.stopping = True
+            for process in self.running:
+                process.kill()
 
 
 def check_bundle(spec: Spec, cluster_dir: Path) -> None:
@@ -199,7 +222,8 @@ class ClusterPreflight:
         script = launch_script(self.plan, str(self.folder), needed_files(self.spec))
         files = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
         files.append(OutputFile(f"{FOLDER}/launch.sh", 0o755, script))
-        return written + write_files(files, self.folder, force=True, private=True)
+        # readable to the containers' user: the probe holds no secret
+        return written + write_files(files, self.folder, force=True)
 
     def phase(self, name: str) -> None:
         now = time.monotonic()
@@ -223,6 +247,10 @@ class ClusterPreflight:
             raise Interrupted(
                 "preflight interrupted; what it started on the nodes was stopped and removed"
             ) from None
+        except BaseException:
+            self.nodes.end()
+            self.cleanup(stop=True)
+            raise
         self.cleanup(stop=bool(faults))
         expected = expected_of(
             self.spec.image.accelerator,
@@ -280,14 +308,20 @@ class ClusterPreflight:
     def _job(self) -> tuple[str, list[Finding]]:
         timeout = self.settings.timeout
         faults: list[Finding] = []
+        self.cleanup(runs=True, quiet=True)  # what an earlier, killed preflight left
         starts = {s.node: s for s in self.plan.of_role("start")}
         if starts:
-            self.cleanup(quiet=True)  # a container an earlier, killed preflight left
             answers = self.nodes.run(
                 {node: ["sh", self.script, node] for node in starts}, STEP_TIMEOUT
             )
             faults += [
-                Finding(node, f"its start step failed (exit {code})", log_tail=tail(output))
+                Finding(
+                    node,
+                    f"its start step did not end within {STEP_TIMEOUT:.0f} s"
+                    if code is None
+                    else f"its start step failed (exit {code})",
+                    log_tail=tail(output),
+                )
                 for node, (code, output) in answers.items()
                 if code != 0
             ]
@@ -312,8 +346,18 @@ class ClusterPreflight:
                     )
                 )
             elif code != 0:
-                what = f"the probe's launch exited {code}"
-                faults.append(Finding(node, what, log_tail=tail(output)))
+                failed = pdsh_failures(output)  # the nodes pdsh names, where it does
+                faults += [
+                    Finding(
+                        name,
+                        f"its ranks exited with code {exit}",
+                        log_tail=node_lines(output, name),
+                    )
+                    for name, exit in failed
+                ]
+                if not failed:
+                    what = f"the probe's launch exited {code}"
+                    faults.append(Finding(node, what, log_tail=tail(output)))
         return "".join(output for _, output in outputs.values()), faults
 
     def _stop(self) -> None:
@@ -322,23 +366,33 @@ class ClusterPreflight:
             nodes = {step.node for step in self.plan.steps if step.role != "start"}
             self.nodes.run({node: ["sh", self.script, "stop"] for node in nodes}, STEP_TIMEOUT)
 
-    def cleanup(self, *, stop: bool = False, quiet: bool = False) -> None:
+    def cleanup(self, *, stop: bool = False, runs: bool = False, quiet: bool = False) -> None:
         """Remove the containers the start steps left (stop: first run launch.sh's stop,
-        for a probe that failed, hung or was interrupted)."""
+        for a probe that failed, hung or was interrupted; runs: the run steps' named
+        containers too, which are otherwise removed as they end)."""
         run = runtime(self.plan.runtime)
         if stop:
             self._stop()
         removals = {}
-        for step in self.plan.of_role("start"):
+        roles = ("start", "run") if runs or stop else ("start",)
+        for step in (s for s in self.plan.steps if s.role in roles):
             removal = run.remove(step.action)
             if removal is not None:
                 removals[step.node] = removal.argv()
         answers = self.nodes.run(removals, STEP_TIMEOUT)
         if not quiet:
             for node, (code, output) in answers.items():
-                if code != 0:
+                if code != 0 and "No such container" not in output:
                     self.say(f"{node}: removing the preflight's container failed: {tail(output)}")
             self.phase("cleanup")
+
+
+def _drain(process: subprocess.Popen[str]) -> str:
+    """What a killed ssh printed (not waiting on a child of its that keeps the pipe)."""
+    try:
+        return process.communicate(timeout=10)[0] or ""
+    except subprocess.TimeoutExpired:
+        return ""
 
 
 def _ssh_failure(code: int | None, output: str) -> str:

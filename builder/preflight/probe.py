@@ -28,8 +28,9 @@ START_ALLOWANCE = 120.0
 """Seconds the launcher, the rendezvous and the collective library's start may take
 on top of the budget before the job counts as hung."""
 PEER_TIMEOUT = 60.0
-"""How long a rank waits for its peers (rendezvous, one collective) before it reports
-the error itself: within the job's time, so the ranks that did start say so."""
+"""How long a rank waits for its peers (rendezvous, one collective), beyond the budget,
+before it reports the error itself: within the job's time, so the ranks that did
+start say so."""
 LIBRARY_NAMES = {"nccl": "NCCL", "rccl": "RCCL", "hccl": "HCCL", "gloo": "gloo"}
 
 
@@ -83,7 +84,7 @@ def probe_args(
         "--backend", platform.torch_backend,
         "--slots", str(slots),
         "--budget", f"{settings.seconds:g}",
-        "--timeout", f"{PEER_TIMEOUT:g}",
+        "--timeout", f"{PEER_TIMEOUT + settings.seconds:g}",
     )  # fmt: skip
     if threads is not None:
         args += ("--threads", str(threads))

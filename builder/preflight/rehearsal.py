@@ -75,7 +75,7 @@ class RehearsedPreflight:
             self.stand_in,
             outcome.nodes,
             workload.launch.slots,
-            fabric=workload.image.fabric,
+            fabric="none",  # a rehearsal's containers get no fabric
             env=platforms.run_environment(workload),
             settings=self.settings,
         )

@@ -312,7 +312,8 @@ def _stragglers(
 def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
     """Slow links. A node's out rate is what the next node received from it, its in rate
     what it received from the one before. A link slow both ways makes two neighbours'
-    rates slow: only the node slow both ways is named; else the nodes slow to send."""
+    rates slow too: the node slow both ways is named, and a node slow to send is named
+    unless the node it sends to is one slow both ways."""
     measured = [row for row in rows if row.out_gbps is not None and row.in_gbps is not None]
     if len(measured) < 2:
         return []
@@ -322,12 +323,14 @@ def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
         return below(getattr(row, metric), others, threshold)
 
     sends = {row.node: slow(row, "out_gbps") for row in measured}
-    both = [row for row in measured if sends[row.node] and slow(row, "in_gbps")]
-    named = both or [row for row in measured if sends[row.node]]
+    both = {row.node for row in measured if sends[row.node] and slow(row, "in_gbps")}
     found = []
-    for row in named:
+    for index, row in enumerate(measured):
+        receiver = measured[(index + 1) % len(measured)].node
+        if not sends[row.node] or (row.node not in both and receiver in both):
+            continue
         others = statistics.median(r.out_gbps or 0.0 for r in measured if r is not row)
-        way = "both ways" if row in both else "to send"
+        way = "both ways" if row.node in both else f"sending to {receiver}"
         found.append(
             Finding(
                 row.node,
@@ -354,7 +357,8 @@ def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
         return [Finding(None, "HCCL's transport is not read by preflight", "warn")]
     found = []
     for row in rows:
-        other = [net for net in row.nets if net != expected.net]
+        # NCCL matches NCCL_NET without regard to case
+        other = [net for net in row.nets if net.casefold() != (expected.net or "").casefold()]
         if expected.net is not None and other:
             used = ", ".join(f"{NET_WORDS.get(net, net)} (NET/{net})" for net in other)
             found.append(

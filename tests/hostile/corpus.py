@@ -1049,3 +1049,9 @@ case(
     "has no hostfile",
     files={"stack.yaml": spec(launch="nodes: [n1, n2]\nslots: 2"), "cluster/other": "x"},
 )
+case("preflight-nodes-without-rehearse", "preflight --preset cpu-deepspeed --nodes 3",
+     USAGE, "--nodes")  # fmt: skip
+case("preflight-dry-run-rehearse", "preflight --preset cpu-deepspeed --rehearse --dry-run",
+     USAGE, "--dry-run")  # fmt: skip
+ARGV = "preflight --preset cpu-deepspeed --rehearse --cluster-dir c"
+case("preflight-cluster-dir-rehearse", ARGV, USAGE, "--cluster-dir")

@@ -120,7 +120,7 @@ def test_a_node_with_a_slow_link_is_named() -> None:
     named = failed(result)
     links = [(node, what) for node, what in named if what.startswith("link")]
     assert [node for node, _ in links] == ["node2"], named
-    assert "slow to send" in links[0][1]
+    assert "slow sending to node1" in links[0][1]
     row = next(row for row in result.nodes if row.node == "node2")
     assert row.out_gbps is not None
     assert row.out_gbps < 0.01  # 20 Mbit/s is 0.0025 GB/s

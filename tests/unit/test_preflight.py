@@ -171,6 +171,7 @@ def test_a_node_slow_to_send_is_named() -> None:
     named = fails(found, want)
     assert len(named) == 1, named
     assert named[0].startswith("node2: link 99% below"), named
+    assert "slow sending to node1" in named[0]
 
 
 def test_sockets_where_the_spec_says_infiniband_are_named() -> None:
@@ -249,7 +250,7 @@ def test_the_probe_reads_the_arguments_preflight_writes(preset: str) -> None:
     assert parsed.quick
     assert parsed.threads == 1
     assert parsed.budget == 6.0
-    assert parsed.timeout == 60.0
+    assert parsed.timeout == 66.0
     devices = {"cuda": "cuda", "rocm": "cuda", "gaudi": "hpu", "cpu": "cpu"}
     backends = {"cuda": "nccl", "rocm": "nccl", "gaudi": "hccl", "cpu": "gloo"}
     assert parsed.device == devices[spec.image.accelerator]
@@ -330,3 +331,18 @@ def test_ssh_runs_one_quoted_command() -> None:
     assert "BatchMode=yes" in argv
     assert argv[-2] == "node1"
     assert shlex.split(argv[-1]) == ["sh", "/a b/launch.sh", "node1"]
+
+
+def test_dry_run_prints_the_probes_plan_and_writes_nothing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+
+    cluster = tmp_path / "cluster"
+    argv = ["preflight", "--preset", "cuda-deepspeed", "--cluster-dir", str(cluster), "--dry-run"]
+    result = CliRunner().invoke(app, [*argv, "--quick"])
+    assert result.exit_code == 0, result.output
+    assert "builder-cuda-deepspeed-preflight" in result.stdout
+    assert f"{cluster}/preflight:{MOUNT}:ro" in result.stdout
+    assert "--backend nccl" in result.stdout
+    assert not cluster.exists()
