@@ -9,13 +9,14 @@ engine, the rehearsal or the fingerprints. ``COMMANDS`` is the --help order.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Any
 
 import typer
 import typer.main
 from typer._click.exceptions import UsageError as ClickUsageError
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from builder._version import __version__
 from builder.errors import BuilderError, clipped
@@ -69,7 +70,10 @@ class BuilderGroup(TyperGroup):
                 pretty_exceptions_short=app.pretty_exceptions_short,
                 rich_markup_mode=app.rich_markup_mode,
             )
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not any(p.name == "debug" for p in command.params):
+            command.params.append(_debug_after_command())
+        return command
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -77,19 +81,55 @@ class BuilderGroup(TyperGroup):
         except BuilderError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            typer.secho(f"error: {clipped(str(exc))}", fg=typer.colors.RED, err=True)
+            say_error(f"error: {clipped(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
         except ClickUsageError as exc:
             exc.message = clipped(exc.message)  # an option's value, shown whole by click
             raise
 
 
+def _set_debug(ctx: Any, param: Any, value: bool) -> None:  # noqa: ARG001 - click's signature
+    if value:
+        root = ctx.find_root()
+        root.obj = {**(root.obj or {}), "debug": True}
+        ctx.obj = root.obj
+
+
+def _debug_after_command() -> TyperOption:
+    """--debug on every command too, so it may come after the command's name."""
+    return TyperOption(
+        param_decls=["--debug"],
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_set_debug,
+        help="Show tracebacks.",
+    )
+
+
+def colour(fg: str) -> str | None:
+    """fg, or none when NO_COLOR is set and not empty (https://no-color.org)."""
+    return None if os.environ.get("NO_COLOR") else fg
+
+
+def say_error(message: str, fg: str = typer.colors.RED) -> None:
+    """A message on stderr, red (or fg) unless NO_COLOR says otherwise."""
+    if colour(fg) is None:
+        typer.echo(message, err=True)
+    else:
+        typer.secho(message, fg=fg, err=True)
+
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+"""-h is --help on the app and, inherited through the context, on every command."""
+
 app = typer.Typer(
     cls=BuilderGroup,
     name="builder",
     help="Reproducible multi-node training environments from one stack spec.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings=HELP_OPTIONS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -110,7 +150,7 @@ def _main(
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
 ) -> None:
-    ctx.obj = {"debug": debug}
+    ctx.obj = {**(ctx.obj or {}), "debug": debug or bool((ctx.obj or {}).get("debug"))}
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import (
+    Choice,
     ForceOpt,
     ImageOpt,
     JsonOpt,
@@ -30,9 +31,10 @@ from builder.cluster.hostfile import choose_hosts, hostfile_text
 from builder.cluster.keys import make_keys
 from builder.engine.docker import connect
 from builder.errors import UsageError
+from builder.launch import launchers
 from builder.launch.bundle import write_bundle
 from builder.launch.plan import launch_plan, network_warnings
-from builder.launch.sif import sif_build_argv
+from builder.launch.sif import APPTAINER_PROGRAMS, sif_build_argv
 from builder.launch.slurm import sbatch_script
 
 if TYPE_CHECKING:
@@ -45,7 +47,9 @@ def hostfile(
     preset: PresetOpt = None,
     nodes: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--nodes", "-n", help="Host names or Slurm node lists; repeatable."),
+        typer.Option(
+            "--nodes", "-w", help="Host names or Slurm node lists (as srun -w); repeatable."
+        ),
     ] = None,
     slots: Annotated[
         Optional[int],  # noqa: UP045
@@ -74,10 +78,13 @@ def hostfile(
 def keys(
     spec: SpecArg = None,
     preset: PresetOpt = None,
-    output: Annotated[
+    cluster_dir: Annotated[
         Path,
         typer.Option(
-            "--output", "-o", help="Folder for the keys (made 0700; an existing one must be 0700)."
+            "--cluster-dir",
+            "--output",
+            "-o",
+            help="Folder for the keys (made 0700; an existing one must be 0700).",
         ),
     ] = Path("cluster"),
     force: Annotated[
@@ -88,7 +95,7 @@ def keys(
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
-    for path in make_keys(output, port=port, comment=f"builder-{name}", force=force):
+    for path in make_keys(cluster_dir, port=port, comment=f"builder-{name}", force=force):
         typer.echo(f"wrote {path}", err=True)
 
 
@@ -155,9 +162,9 @@ def launch(
 def bundle(
     spec: SpecArg = None,
     preset: PresetOpt = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write.")] = Path(
-        "cluster"
-    ),
+    cluster_dir: Annotated[
+        Path, typer.Option("--cluster-dir", "--output", "-o", help="Folder to write.")
+    ] = Path("cluster"),
     image: ImageOpt = None,
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
@@ -167,7 +174,7 @@ def bundle(
     stack = stack_of(spec, preset)
     for path in write_bundle(
         stack.spec,
-        output,
+        cluster_dir,
         image=image_ref(stack, image),
         force=force,
         runtime=runtime,
@@ -188,7 +195,11 @@ def slurm(
     runtime: RuntimeOpt = None,
     launcher: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--launcher", help="torchrun (default: the spec's launcher)."),
+        typer.Option(
+            "--launcher",
+            click_type=Choice(launchers.names()),
+            help="torchrun: the one launcher Slurm runs per node (default: the spec's).",
+        ),
     ] = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
@@ -220,7 +231,10 @@ def sif(
         typer.Option("--output", "-o", help="SIF file (default: NAME-TAG.sif)."),
     ] = None,
     program: Annotated[
-        str, typer.Option("--program", help="apptainer or singularity.")
+        str,
+        typer.Option(
+            "--program", click_type=Choice(APPTAINER_PROGRAMS), help="The program to build with."
+        ),
     ] = "apptainer",
     as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
 ) -> None:

@@ -13,12 +13,14 @@ from builder.cli.app import app
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
-    ImageOpt,
+    DASH,
     JsonOpt,
     PresetOpt,
     SpecArg,
     image_option,
     image_ref,
+    print_or_write,
+    spec_file,
     stack_of,
     text_option,
 )
@@ -45,23 +47,37 @@ if TYPE_CHECKING:
 def lock(
     spec: SpecArg = None,
     preset: PresetOpt = None,
-    image: ImageOpt = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--image",
+            help="The built image whose packages are locked (default: the spec's name:tag).",
+        ),
+    ] = None,
     output: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--output", "-o", help="Lock file (default: stack.lock beside the spec)."),
+        typer.Option(
+            "--output", "-o", help="Lock file (default: stack.lock beside the spec; -: print)."
+        ),
     ] = None,
 ) -> None:
     """Write stack.lock: the base digest, every Python and Debian package of the built image.
 
     The lock is generated: writing it again replaces it."""
     stack = stack_of(spec, preset)
-    target = output or (lock_path(spec) if spec is not None else None)
+    source = spec_file(spec)
+    target = output or (lock_path(source) if source is not None else None)
     if target is None:
-        raise UsageError("a preset has no folder for its lock: pass -o FILE.lock")
-    if target.is_dir():
+        raise UsageError(
+            "a preset or a spec on stdin has no folder for its lock: pass -o FILE.lock"
+        )
+    if target != DASH and target.is_dir():
         raise UsageError(f"-o {target} is a folder; give the lock file's path (FILE.lock)")
     reference = image_ref(stack, image)  # every option is checked before the engine is asked
     taken = take_lock(stack, connect(), reference)
+    if target == DASH:
+        print_or_write(taken.text(), None, force=True)
+        return
     write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
     typer.echo(
         f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "

@@ -9,6 +9,7 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import (
+    PROGRESS,
     BaseImageOpt,
     CaBundleOpt,
     JsonOpt,
@@ -16,6 +17,7 @@ from builder.cli.options import (
     PipExtraOpt,
     PipIndexOpt,
     PresetOpt,
+    ProgressOpt,
     SpecArg,
     TrustCaOpt,
     WheelhouseOpt,
@@ -54,9 +56,7 @@ def build(
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
     no_lock: NoLockOpt = False,
-    progress: Annotated[
-        str, typer.Option("--progress", help="auto, tty (live view), plain (CI logs) or quiet.")
-    ] = "auto",
+    progress: ProgressOpt = "auto",
 ) -> None:
     """Build the image through the Docker engine; tag it only if every step succeeds.
 
@@ -68,7 +68,7 @@ def build(
     stack = with_base(stack, inputs)  # --base-image checked against the spec here, too
     inputs = locked(stack, inputs, None if no_lock else spec, None)
     build_args = key_values(build_arg or [], "--build-arg")
-    shown_as = progress_for(choice(progress, "--progress", ("auto", "tty", "plain", "quiet")))
+    shown_as = progress_for(choice(progress, "--progress", PROGRESS))
     reference = image_option(tag, "--tag")
     engine = connect()  # every option is checked before the engine is asked
     check_locked_base(inputs, engine)

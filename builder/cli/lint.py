@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import typer
 
 from builder.cli.app import app
-from builder.cli.options import FormatOpt, PresetOpt, SpecArg, choice, stack_of
+from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
 from builder.image.context import FORMATS
 from builder.lint import lint_stack
 
@@ -14,10 +16,19 @@ from builder.lint import lint_stack
 def lint(
     spec: SpecArg = None,
     preset: PresetOpt = None,
-    fmt: FormatOpt = None,
+    fmt: Annotated[
+        Optional[str],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
+        typer.Option(
+            "--format",
+            "-f",
+            click_type=Choice(FORMATS),
+            help="Which rendered files to check (default: all).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Check the rendered outputs with hadolint, BuildKit's parser and the .def rules."""
-    chosen = choice(fmt or "all", "--format", FORMATS)
+    chosen = fmt or "all"
     report = lint_stack(stack_of(spec, preset), chosen)
     typer.echo(report.text())
     report.raise_for_findings()

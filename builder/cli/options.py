@@ -7,30 +7,64 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from typer._types import TyperChoice
 
 from builder.errors import UsageError, shown
 from builder.image.context import FORMATS
 from builder.image.inputs import load_inputs
+from builder.launch import launchers
+from builder.launch.runtimes import RUNTIMES
 from builder.lock.apply import check_base, with_lock
 from builder.output import OutputFile, write_files
-from builder.spec.loader import load_stack
+from builder.spec.loader import MAX_SPEC_BYTES, Stack, decoded, load_stack, parse_spec
+from builder.spec.presets import preset_names
 from builder.spec.records import ENV_NAME, IMAGE_REF
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from typer._click import Context
+
     from builder.engine.base import Engine
+    from builder.engine.progress import Mode
     from builder.image.context import Format
     from builder.image.inputs import BuildInputs
-    from builder.spec.loader import Stack
 
 MAX_REFERENCE = 512
+DASH = Path("-")
+"""A spec given as - is read from stdin; -o - writes a single-file output to stdout."""
+STDIN_SOURCE = "<stdin>"
+
+
+class Choice(TyperChoice[str]):
+    """A fixed set of values: shown in --help as [a|b|c], offered by shell completion, and
+    refused (exit 2, naming the option) with our wording and, where given, why."""
+
+    def __init__(self, values: Iterable[str], why: Callable[[str], str] | None = None) -> None:
+        super().__init__(values)
+        self.why = why
+
+    def get_invalid_choice_message(self, value: Any, ctx: Context | None) -> str:  # noqa: ARG002
+        reason = self.why(value) if self.why is not None else ""
+        return f"{shown(value)}: choose one of {', '.join(self.choices)}{reason}"
+
+
+def _complete_preset(incomplete: str) -> list[str]:
+    return [name for name in preset_names() if name.startswith(incomplete)]
+
 
 SpecArg = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
-    typer.Argument(help="stack.yaml to use (or --preset).", show_default=False),
+    typer.Argument(help="stack.yaml to use, - for stdin (or --preset).", show_default=False),
 ]
 PresetOpt = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--preset", "-p", help="Use a built-in preset instead of a spec file."),
+    typer.Option(
+        "--preset",
+        "-p",
+        help="Use a built-in preset instead of a spec file (`builder presets` lists them).",
+        autocompletion=_complete_preset,
+    ),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace files that already exist.")]
 FormatOpt = Annotated[
@@ -38,7 +72,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="docker, apptainer or all (default: all with -o, docker without).",
+        click_type=Choice(FORMATS),
+        help="Which files (default: all with -o, docker without).",
         show_default=False,
     ),
 ]
@@ -87,17 +122,29 @@ ImageOpt = Annotated[
 ]
 RuntimeOpt = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--runtime", help="docker, apptainer, singularity or none (default: the spec's)."),
+    typer.Option(
+        "--runtime", click_type=Choice(RUNTIMES), help="Container runtime (default: the spec's)."
+    ),
 ]
 LauncherOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
-        "--launcher", help="deepspeed, torchrun, gaudi_spawn or mpirun (default: the spec's)."
+        "--launcher", click_type=Choice(launchers.names()), help="Launcher (default: the spec's)."
     ),
 ]
 OutputFileOpt = Annotated[
     Optional[Path],  # noqa: UP045
-    typer.Option("--output", "-o", help="File to write (default: print)."),
+    typer.Option("--output", "-o", help="File to write (default or -: print)."),
+]
+PROGRESS: tuple[Mode, ...] = ("auto", "tty", "plain", "quiet")
+"""builder.engine.progress.Mode, spelt out: that module is the engine's, loaded by build."""
+ProgressOpt = Annotated[
+    str,
+    typer.Option(
+        "--progress",
+        click_type=Choice(PROGRESS),
+        help="auto, tty (live view), plain (CI logs) or quiet.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -125,7 +172,7 @@ def locked(
 ) -> BuildInputs:
     """inputs with the lock beside spec (spec None: no lock), said on stderr. Without an
     engine (rendering) the locked base image is not checked."""
-    inputs = with_lock(stack, inputs, spec, engine)
+    inputs = with_lock(stack, inputs, spec_file(spec), engine)
     if inputs.lock is not None:
         typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
                    f"{len(inputs.lock.apt)} Debian packages)", err=True)  # fmt: skip
@@ -140,11 +187,29 @@ def check_locked_base(inputs: BuildInputs, engine: Engine) -> None:
 
 
 def stack_of(spec: Path | None, preset: str | None) -> Stack:
-    return load_stack(spec, preset)
+    """The spec file, the spec on stdin (-) or the preset: exactly one of them."""
+    if spec != DASH:
+        return load_stack(spec, preset)
+    if preset is not None:
+        raise UsageError("give either a spec (a file, or - for stdin) or --preset NAME, not both")
+    raw = typer.get_binary_stream("stdin").read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(
+            f"the spec on stdin is larger than {MAX_SPEC_BYTES // 1024 // 1024} MiB; "
+            "a stack spec is a few dozen lines"
+        )
+    root = Path.cwd()  # what the spec names (requirements files) is found from here
+    text = decoded(raw, STDIN_SOURCE)
+    return Stack(parse_spec(text, STDIN_SOURCE, root), STDIN_SOURCE, root)
+
+
+def spec_file(spec: Path | None) -> Path | None:
+    """The spec's file, beside which its lock lies; None for a preset or stdin."""
+    return None if spec == DASH else spec
 
 
 def print_or_write(text: str, output: Path | None, *, force: bool) -> None:
-    if output is None:
+    if output is None or output == DASH:
         typer.echo(text, nl=False)
         return
     write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from builder.cli.app import app
+from builder.cli.app import app, say_error
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg, image_ref, stack_of
@@ -112,7 +112,7 @@ def preflight(
         typer.echo(f"phases: {phases}")
     warnings = [f for f in result.findings if f.severity == "warn"]
     for finding in warnings:
-        typer.secho(f"warning: {finding.text()}", fg=typer.colors.YELLOW, err=True)
+        say_error(f"warning: {finding.text()}", fg=typer.colors.YELLOW)
     if not result.ok:
         problems = [f for f in result.findings if f.severity == "fail"]
         raise PreflightFailed(

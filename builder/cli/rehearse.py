@@ -13,20 +13,22 @@ from builder.cli.app import app
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
+    Choice,
     ImageOpt,
     JsonOpt,
     PresetOpt,
     SpecArg,
     choice,
     image_option,
+    stack_of,
     text_option,
 )
 from builder.engine.docker import connect
 from builder.errors import RehearsalFailed, UsageError
+from builder.launch import launchers
 from builder.rehearse.report import rank_table
 from builder.rehearse.run import MAX_NODES, rehearsal_launchers
 from builder.rehearse.run import rehearse as run_rehearsal
-from builder.spec.loader import load_stack
 
 
 @app.command()
@@ -38,7 +40,9 @@ def rehearse(
     launcher: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
-            "--launcher", help="deepspeed, torchrun, mpirun or slurm (default: the spec's)."
+            "--launcher",
+            click_type=Choice(rehearsal_launchers(), why=_why_not_rehearsed),
+            help="Launcher to rehearse (default: the spec's).",
         ),
     ] = None,
     script: Annotated[
@@ -64,7 +68,7 @@ def rehearse(
     """Run the stack's multi-node launch locally: N containers, the emitted commands, a probe."""
     if spec is not None and preset is not None:
         raise UsageError("give either a spec file (stack.yaml) or --preset NAME, not both")
-    stack = load_stack(spec, preset) if (spec or preset) else None
+    stack = stack_of(spec, preset) if (spec or preset) else None
     if stack is None and image is None:
         raise UsageError("say what to rehearse: a spec file, --preset NAME or --image NAME:TAG")
     check_options(image=image, nodes=nodes, launcher=launcher, script=script, args=args,
@@ -95,6 +99,11 @@ def rehearse(
         )
     what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
     typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}", err=as_json)
+
+
+def _why_not_rehearsed(name: str) -> str:
+    """Why a launcher of the spec cannot be rehearsed here (its own reason), or nothing."""
+    return f" ({launchers.get(name).rehearsal})" if name in launchers.names() else ""
 
 
 def check_options(

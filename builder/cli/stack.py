@@ -13,6 +13,7 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import (
+    DASH,
     BaseImageOpt,
     CaBundleOpt,
     ForceOpt,
@@ -70,7 +71,9 @@ def render(
     preset: PresetOpt = None,
     output: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--output", "-o", help="Folder to write the files to (default: print)."),
+        typer.Option(
+            "--output", "-o", help="Folder to write the files to (default or -: print one)."
+        ),
     ] = None,
     fmt: FormatOpt = None,
     force: ForceOpt = False,
@@ -88,6 +91,7 @@ def render(
     `builder build` (which also checks that a locked base image is still there).
     """
     stack = stack_of(spec, preset)
+    output = None if output == DASH else output
     chosen = format_of(fmt, has_output=output is not None)
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse

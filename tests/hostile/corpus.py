@@ -32,6 +32,7 @@ class Case:
     links: Mapping[str, str] = field(default_factory=dict)
     dirs: Mapping[str, int] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    stdin: str | bytes | None = None
 
 
 CASES: list[Case] = []
@@ -1055,3 +1056,45 @@ case("preflight-dry-run-rehearse", "preflight --preset cpu-deepspeed --rehearse 
      USAGE, "--dry-run")  # fmt: skip
 ARGV = "preflight --preset cpu-deepspeed --rehearse --cluster-dir c"
 case("preflight-cluster-dir-rehearse", ARGV, USAGE, "--cluster-dir")
+
+# --- choices, the cluster folder, - for stdin and stdout (issue 15) --------------------------
+for name, args in (
+    ("render-format", ("render", "--preset", "cpu-deepspeed", "--format")),
+    ("lint-format", ("lint", "--preset", "cpu-deepspeed", "-f")),
+    ("launch-runtime", ("launch", "--preset", "cpu-deepspeed", "--runtime")),
+    ("bundle-launcher", ("bundle", "--preset", "cpu-deepspeed", "--launcher")),
+    ("slurm-launcher", ("slurm", "--preset", "cpu-deepspeed", "--launcher")),
+    ("build-progress", ("build", "--preset", "cpu-deepspeed", "--progress")),
+    ("sif-program", ("sif", "demo:latest", "--program")),
+    ("rehearse-launcher", ("rehearse", "--preset", "cpu-deepspeed", "--launcher")),
+):
+    option = args[-1] if args[-1] != "-f" else "--format"
+    case(f"{name}-huge", (*args, MEGA), USAGE, option)
+    case(f"{name}-choice-newline", (*args, "docker\nid"), USAGE, option)
+    case(f"{name}-empty", (*args, ""), USAGE, option)
+    case(f"{name}-upper", (*args, "DOCKER"), USAGE, option)
+case("hostfile-n-is-a-count-elsewhere", "hostfile -n gpu1", USAGE, "-n")
+case("keys-cluster-dir-is-file", "keys --cluster-dir c", USAGE, "c", files={"c": "a file\n"})
+case(
+    "bundle-cluster-dir-is-file",
+    "bundle --preset cpu-deepspeed --cluster-dir c",
+    USAGE,
+    "c",
+    files={"c": "a file\n"},
+)
+case("stdin-spec-invalid", "render -", SPEC, "<stdin>", stdin="name: X\n")
+case("stdin-spec-field", "launch -", SPEC, "image.accelerator", stdin="name: demo\nimage: {}\n")
+case("stdin-spec-non-utf8", "render -", SPEC, "line 2", stdin=b"name: demo\n\xff\n")
+case("stdin-spec-empty", "hostfile -", SPEC, "(top level)", stdin="")
+case("stdin-spec-alias-bomb", "render - -o out", SPEC, "alias", stdin=ALIAS_BOMB)
+case("stdin-spec-too-large", "render -", USAGE, "larger than", stdin="#" * (5 * 1024 * 1024))
+case("stdin-spec-and-preset", "render - --preset cpu-deepspeed", USAGE, "not both", stdin=GOOD)
+case("stdin-spec-lock-needs-output", "lock -", USAGE, "-o FILE.lock", stdin=GOOD)
+case("stdin-spec-build-bad-tag", ("build", "-", "--tag", "a b"), USAGE, "--tag", stdin=GOOD)
+case(
+    "stdin-spec-requirements-outside",
+    "render -",
+    SPEC,
+    "image.requirements",
+    stdin=spec(image="requirements: ../r.txt"),
+)

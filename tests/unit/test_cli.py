@@ -253,3 +253,193 @@ def test_render_loads_neither_the_engine_nor_the_rehearsal() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_clean_env()
     )
     assert "LOADED []" in result.stdout
+
+
+# --- CLI ergonomics (issue 15) ------------------------------------------------------------
+
+
+def test_dash_h_is_help_on_the_app_and_every_command() -> None:
+    from builder.cli.app import COMMANDS
+
+    code, out, _ = run("-h")
+    assert code == 0
+    assert "-h, --help" in out
+    for command in COMMANDS:
+        code, out, err = run(command, "-h")
+        assert code == 0, (command, err)
+        assert out.startswith(f"Usage: builder {command} "), command
+        assert "-h, --help" in out, command
+
+
+def test_shell_completion_is_installable_and_completes_commands_and_choices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, _ = run("--help")
+    assert "--install-completion" in out
+    assert "--show-completion" in out
+    code, out, _ = run("--show-completion", "bash")
+    assert code == 0
+    assert "_BUILDER_COMPLETE=complete_bash" in out
+
+    def completed(words: str) -> list[str]:
+        env = {
+            "_BUILDER_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+        }
+        result = runner.invoke(app, [], env=env, prog_name="builder")
+        return result.stdout.split()
+
+    assert completed("builder re") == ["render", "rehearse"]
+    assert completed("builder render --format a") == ["apptainer", "all"]
+    assert completed("builder launch --runtime ") == ["docker", "apptainer", "singularity", "none"]
+    assert "torchrun" in completed("builder bundle --launcher t")
+    assert completed("builder build --progress ") == ["auto", "tty", "plain", "quiet"]
+    assert completed("builder render --preset cpu") == ["cpu-deepspeed"]
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "shown"),
+    [
+        ("render", "--format", "[docker|apptainer|all]"),
+        ("lint", "--format", "[docker|apptainer|all]"),
+        ("launch", "--runtime", "[docker|apptainer|singularity|none]"),
+        ("bundle", "--launcher", "[deepspeed|gaudi_spawn|mpirun|torchrun]"),
+        ("slurm", "--runtime", "[docker|apptainer|singularity|none]"),
+        ("build", "--progress", "[auto|tty|plain|quiet]"),
+        ("sif", "--program", "[apptainer|singularity]"),
+        ("rehearse", "--launcher", "[deepspeed|mpirun|torchrun|slurm]"),
+    ],
+)
+def test_choices_are_shown_in_help_and_refused_naming_the_option(
+    command: str, option: str, shown: str
+) -> None:
+    code, out, _ = run(command, "-h")
+    assert code == 0
+    assert f"{option} {shown}" in " ".join(out.split())
+    args = ["demo:latest"] if command == "sif" else ["--preset", "cpu-deepspeed"]
+    code, out, err = run(command, *args, option, "bogus")
+    assert code == 2
+    assert out == ""
+    assert f"Invalid value for '{option}'" in err
+    assert "'bogus': choose one of" in err
+    assert "Traceback" not in err
+
+
+def test_a_launcher_that_cannot_be_rehearsed_says_why() -> None:
+    code, _, err = run("rehearse", "--preset", "cpu-deepspeed", "--launcher", "gaudi_spawn")
+    assert code == 2
+    assert "--launcher" in err
+    assert "optimum-habana" in err
+
+
+def test_debug_is_accepted_after_the_command(write_spec: Callable[[str], Path]) -> None:
+    spec = write_spec("name: x\n")
+    result = runner.invoke(app, ["render", str(spec), "--debug"])
+    assert result.exit_code != 0
+    assert type(result.exception).__name__ == "SpecError"
+    code, _, err = run("render", str(spec))
+    assert code == 1
+    assert err.startswith("error: ")
+    assert "--debug" in run("render", "-h")[1]
+
+
+def test_no_color_leaves_errors_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    coloured = runner.invoke(app, ["render", "missing.yaml"], color=True)
+    assert "\x1b[31m" in coloured.stderr
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = runner.invoke(app, ["render", "missing.yaml"], color=True)
+    assert plain.exit_code == 2
+    assert plain.stderr.startswith("error: spec file missing.yaml")
+    assert "\x1b[" not in plain.stderr
+    monkeypatch.setenv("NO_COLOR", "")  # set but empty: colour stays (no-color.org)
+    assert "\x1b[31m" in runner.invoke(app, ["render", "missing.yaml"], color=True).stderr
+
+
+def test_the_help_texts_say_what_the_options_do() -> None:
+    lint_help = " ".join(run("lint", "-h")[1].split())
+    assert "Which rendered files to check (default: all)." in lint_help
+    assert "with -o" not in lint_help
+    lock_help = " ".join(run("lock", "-h")[1].split())
+    assert "The built image whose packages are locked" in lock_help
+    assert "Image to run" not in lock_help
+
+
+def test_short_options_mean_one_thing_in_every_command() -> None:
+    """Each short option belongs to one long option (or, for -o, output) everywhere."""
+    from builder.cli.app import COMMANDS, BuilderGroup
+
+    group = BuilderGroup(name="builder")
+    meanings: dict[str, set[str]] = {}
+    for name in COMMANDS:
+        command = group.get_command(None, name)  # type: ignore[arg-type]
+        for param in command.params:
+            longs = [o for o in param.opts if o.startswith("--")]
+            for short in (o for o in param.opts if o[:1] == "-" and o[:2] != "--"):
+                meanings.setdefault(short, set()).add(longs[0])
+    assert meanings["-n"] == {"--nodes"}
+    assert meanings["-w"] == {"--nodes"}
+    assert meanings["-p"] == {"--preset"}
+    assert meanings["-f"] == {"--format"}
+    assert meanings["-o"] <= {"--output", "--cluster-dir"}
+    assert all(len(longs) == 1 for short, longs in meanings.items() if short != "-o"), meanings
+    code, _, err = run("hostfile", "-n", "gpu1")
+    assert code == 2
+    assert "-n" in err
+
+
+def test_hostfile_takes_host_names_with_w() -> None:
+    code, out, _ = run("hostfile", "-w", "gpu[01-02]", "-s", "4")
+    assert code == 0
+    assert out == "gpu01 slots=4\ngpu02 slots=4\n"
+
+
+@pytest.mark.parametrize("command", ["keys", "bundle"])
+@pytest.mark.parametrize("spelling", ["--cluster-dir", "--output", "-o"])
+def test_the_cluster_folder_is_cluster_dir_with_o_kept(
+    command: str, spelling: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "c"
+    code, _, err = run(command, "--preset", "cpu-deepspeed", spelling, str(folder))
+    assert code == 0, err
+    assert (folder / "id_ed25519").is_file()
+    assert "--cluster-dir" in run(command, "-h")[1]
+
+
+def test_a_spec_from_stdin(tmp_path: Path) -> None:
+    text = preset_text("cpu-deepspeed")
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(text)
+    from_file = run("render", str(spec))[1]
+    result = runner.invoke(app, ["render", "-"], input=text)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.replace("<stdin>", str(spec)) == from_file
+    result = runner.invoke(app, ["hostfile", "-", "-o", "-"], input=text)
+    assert result.stdout == "node1 slots=2\nnode2 slots=2\n"
+    result = runner.invoke(app, ["render", "-"], input="name: X\n")
+    assert result.exit_code == 1
+    assert "<stdin>" in result.stderr
+    assert "name (line 1)" in result.stderr
+    result = runner.invoke(app, ["render", "-", "--preset", "cpu-deepspeed"], input=text)
+    assert result.exit_code == 2
+    assert "not both" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["hostfile", "-w", "n1"],
+        ["init", "--preset", "cpu-deepspeed"],
+        ["schema"],
+        ["dsenv", "--preset", "cpu-deepspeed"],
+        ["slurm", "--preset", "cpu-deepspeed", "--launcher", "torchrun"],
+        ["render", "--preset", "cpu-deepspeed"],
+    ],
+)
+def test_dash_o_dash_prints_what_no_o_prints(args: list[str], tmp_path: Path) -> None:
+    code, printed, _ = run(*args)
+    assert code == 0
+    code, dashed, _ = run(*args, "-o", "-")
+    assert code == 0
+    assert dashed == printed
+    assert not (tmp_path / "-").exists()

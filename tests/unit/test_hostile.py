@@ -86,7 +86,7 @@ def test_hostile_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv(name, value)
     before = _snapshot(root)
 
-    result = CliRunner().invoke(app, list(case.args))
+    result = CliRunner().invoke(app, list(case.args), input=case.stdin)
 
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"escaped as {type(result.exception).__name__}") from (
