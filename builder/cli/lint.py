@@ -8,6 +8,7 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
+from builder.cli.sarif import sarif_text
 from builder.image.context import FORMATS
 from builder.lint import lint_stack
 
@@ -26,9 +27,20 @@ def lint(
             show_default=False,
         ),
     ] = None,
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--output-format",
+            click_type=Choice(("text", "sarif")),
+            help="How to report: lines, or SARIF 2.1.0 JSON for CI code scanning.",
+        ),
+    ] = "text",
 ) -> None:
     """Check the rendered outputs with hadolint, BuildKit's parser and the .def rules."""
     chosen = fmt or "all"
     report = lint_stack(stack_of(spec, preset), chosen)
-    typer.echo(report.text())
+    if output_format == "sarif":
+        typer.echo(sarif_text(report), nl=False)
+    else:
+        typer.echo(report.text())
     report.raise_for_findings()

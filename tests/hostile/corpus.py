@@ -1098,3 +1098,10 @@ case(
     "image.requirements",
     stdin=spec(image="requirements: ../r.txt"),
 )
+case(
+    "lint-output-format-bogus",
+    "lint --preset cpu-deepspeed --output-format json",
+    USAGE,
+    "--output-format",
+)
+case("lint-sarif-is-not-a-format", "lint --preset cpu-deepspeed -f sarif", USAGE, "--format")

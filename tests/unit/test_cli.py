@@ -443,3 +443,57 @@ def test_dash_o_dash_prints_what_no_o_prints(args: list[str], tmp_path: Path) ->
     assert code == 0
     assert dashed == printed
     assert not (tmp_path / "-").exists()
+
+
+def test_lint_sarif_is_sarif_2_1_0_with_every_tool_and_finding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from builder.cli import lint as lint_cli
+    from builder.lint.findings import Finding, LintReport
+
+    code, out, _ = run("lint", "--preset", "cpu-deepspeed", "--output-format", "sarif")
+    assert code == 0
+    clean = json.loads(out)
+    assert clean["version"] == "2.1.0"
+    assert clean["$schema"].endswith("sarif-2.1.0.json")
+    assert [r["tool"]["driver"]["name"] for r in clean["runs"]] == [
+        "buildkit",
+        "deffile",
+        "hadolint",
+    ]
+    assert all(r["results"] == [] for r in clean["runs"])
+
+    report = LintReport(
+        (
+            Finding("hadolint", "Dockerfile", 12, "warning", "DL3008", "Pin versions\n in apt"),
+            Finding("hadolint", "Dockerfile", 3, "style", "DL3059", "Consolidate RUN"),
+            Finding("deffile", "a.def", None, "error", "DEF001", "no Bootstrap"),
+        ),
+        ("Dockerfile: hadolint", "a.def: deffile"),
+    )
+    monkeypatch.setattr(lint_cli, "lint_stack", lambda *_: report)
+    code, out, err = run("lint", "--preset", "cpu-deepspeed", "--output-format", "sarif")
+    assert code == EXIT_CODES["LintError"]
+    assert "DL3008" in err
+    runs = {r["tool"]["driver"]["name"]: r for r in json.loads(out)["runs"]}
+    assert sorted(runs) == ["deffile", "hadolint"]
+    assert runs["hadolint"]["tool"]["driver"]["rules"] == [{"id": "DL3008"}, {"id": "DL3059"}]
+    first, second = runs["hadolint"]["results"]
+    assert first == {
+        "ruleId": "DL3008",
+        "level": "warning",
+        "message": {"text": "Pin versions in apt"},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": "Dockerfile"},
+                    "region": {"startLine": 12},
+                }
+            }
+        ],
+    }
+    assert second["level"] == "note"
+    (deffile,) = runs["deffile"]["results"]
+    assert deffile["level"] == "error"
+    assert "region" not in deffile["locations"][0]["physicalLocation"]
+    assert run("lint", "--preset", "cpu-deepspeed", "--output-format", "sarif")[1] == out
