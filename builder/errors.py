@@ -139,6 +139,24 @@ class NodeUnreachable(BuilderError):
     exit_code = 16
 
 
+class RegistryUnreachable(BuilderError):
+    """The registry of an image does not answer (or refused it for another reason)."""
+
+    exit_code = 17
+
+
+class RegistryRefused(BuilderError):
+    """The registry refused the credentials (or there were none)."""
+
+    exit_code = 18
+
+
+class UnknownDigest(BuilderError):
+    """The registry has no image with the digest that was asked for."""
+
+    exit_code = 19
+
+
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
 
@@ -160,6 +178,9 @@ EXIT_CODES: dict[str, int] = {
         DriftFound,
         PreflightFailed,
         NodeUnreachable,
+        RegistryUnreachable,
+        RegistryRefused,
+        UnknownDigest,
         Interrupted,
     )
 }

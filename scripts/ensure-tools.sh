@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real tools the test suite runs (OpenSSH's sshd and ssh, ShellCheck,
-# Slurm's scontrol, pdsh, OpenMPI's mpirun, tc and nsenter)
+# Slurm's scontrol, pdsh, OpenMPI's mpirun, tc and nsenter, a registry)
 # when they are missing. Debian/Ubuntu, as root; elsewhere it says what to do.
 set -euo pipefail
 
@@ -13,6 +13,7 @@ command -v pdsh >/dev/null || missing+=(pdsh)  # what carries .deepspeed_env to 
 command -v mpirun >/dev/null || missing+=(openmpi-bin)  # reads our hostfiles and -x values
 { command -v tc >/dev/null || [ -x /usr/sbin/tc ]; } || missing+=(iproute2)  # a node's slow link
 { command -v nsenter >/dev/null || [ -x /usr/bin/nsenter ]; } || missing+=(util-linux)  # its netns
+command -v docker-registry >/dev/null || missing+=(docker-registry)  # push and pull by digest
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -162,6 +162,15 @@ class FakeEngine:
     def save(self, reference: str) -> Iterator[bytes]:
         return iter([self.find(reference).id.encode()])
 
+    def push(self, reference: str) -> Iterator[dict[str, Any]]:
+        self.calls.append(("push", reference))
+        digest = "sha256:" + self.find(reference).id.removeprefix("sha256:").rjust(64, "0")[:64]
+        return iter([{"status": "Pushed"}, {"aux": {"Tag": reference, "Digest": digest}}])
+
+    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
+        self.calls.append(("pull", reference))
+        return iter([{"status": "Downloaded newer image"}])
+
     def images(self, label: str | None = None) -> ImageList:
         found = (i for i in self.stored.values() if label is None or label in i.labels)
         return {image.id: (image.tags, dict(image.labels)) for image in found}

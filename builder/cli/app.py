@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "schema": "stack",
     # images in the engine
     "build": "image",
+    "push": "image",
     "inspect": "image",
     # running it on a cluster
     "hostfile": "cluster",

@@ -22,7 +22,7 @@ from builder.cli.options import (
     RuntimeOpt,
     SpecArg,
     image_option,
-    image_ref,
+    plan_image,
     print_or_write,
     stack_of,
 )
@@ -149,7 +149,7 @@ def launch(
     stack = stack_of(spec, preset)
     plan = launch_plan(
         stack.spec,
-        image=image_ref(stack, image),
+        image=plan_image(stack, image, spec),
         cluster_dir=str(cluster_dir.resolve()),
         runtime=runtime,
         launcher=launcher,
@@ -175,7 +175,7 @@ def bundle(
     for path in write_bundle(
         stack.spec,
         cluster_dir,
-        image=image_ref(stack, image),
+        image=plan_image(stack, image, spec),
         force=force,
         runtime=runtime,
         launcher=launcher,
@@ -208,7 +208,7 @@ def slurm(
     stack = stack_of(spec, preset)
     text = sbatch_script(
         stack.spec,
-        image=image_ref(stack, image),
+        image=plan_image(stack, image, spec),
         cluster_dir=str(cluster_dir.resolve()),
         source=stack.source,
         runtime=runtime,

@@ -1,9 +1,9 @@
-"""Commands about images in the engine: build, inspect."""
+"""Commands about images in the engine: build, push, inspect."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -33,7 +33,16 @@ from builder.engine.build import build_image
 from builder.engine.docker import connect
 from builder.engine.images import inspect_image, report_text
 from builder.engine.progress import progress_for
+from builder.engine.push import push_image
+from builder.errors import NotInEngine, UsageError
 from builder.image.inputs import with_base
+from builder.image.pin import write_pin
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.engine.base import Engine
+    from builder.image.registry import Pushed
 
 
 @app.command()
@@ -57,6 +66,12 @@ def build(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
     no_lock: NoLockOpt = False,
     progress: ProgressOpt = "auto",
+    push: Annotated[
+        bool,
+        typer.Option(
+            "--push", help="Then push it (as `builder push`) and record its digest (stack.digest)."
+        ),
+    ] = False,
 ) -> None:
     """Build the image through the Docker engine; tag it only if every step succeeds.
 
@@ -82,6 +97,46 @@ def build(
         progress=shown_as,
     )
     typer.echo(result.reference)
+    if push:
+        _push(engine, result.reference, spec)
+
+
+@app.command()
+def push(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="name:tag to push (default: the spec's name:tag)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Push the built image to its registry (the name starts with it) and record the digest
+    beside the spec (stack.digest): launch, bundle, slurm and preflight then pin it."""
+    stack = stack_of(spec, preset)
+    reference = image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    if "@" in reference:
+        raise UsageError(f"--image {reference}: push a name:tag; a digest is what a push gives")
+    engine = connect()
+    if not engine.exists(reference):
+        raise NotInEngine(f"image {reference} is not in the local engine: build it first")
+    pushed, record = _push(engine, reference, spec)
+    if as_json:
+        data = {"reference": pushed.reference, "digest": pushed.digest, "pinned": pushed.pinned,
+                "record": None if record is None else str(record)}  # fmt: skip
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(pushed.pinned)
+
+
+def _push(engine: Engine, reference: str, spec: Path | None) -> tuple[Pushed, Path | None]:
+    """Push reference (progress on stderr) and record its digest beside a spec file."""
+    pushed = push_image(engine, reference, lambda line: typer.echo(line, err=True))
+    record = None
+    if spec is not None and str(spec) != "-":
+        record = write_pin(spec, pushed)
+        typer.echo(f"pushed {pushed.pinned}; recorded in {record}", err=True)
+    return pushed, record
 
 
 @app.command()

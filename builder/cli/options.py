@@ -12,6 +12,7 @@ from typer._types import TyperChoice
 from builder.errors import UsageError, shown
 from builder.image.context import FORMATS
 from builder.image.inputs import load_inputs
+from builder.image.pin import image_for
 from builder.launch import launchers
 from builder.launch.runtimes import RUNTIMES
 from builder.lock.apply import check_base, with_lock
@@ -262,3 +263,10 @@ def choice(value: str, option: str, choices: tuple[str, ...]) -> Any:
 def image_ref(stack: Stack, image: str | None) -> str:
     """--image (checked), or the spec's name:tag."""
     return image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+
+
+def plan_image(stack: Stack, image: str | None, spec: Path | None) -> str:
+    """The image a plan names: --image (checked); else the spec's name:tag, pinned by
+    the digest `builder push` recorded beside the spec (stack.digest) for that tag."""
+    source = spec if spec is not None and str(spec) != "-" else None
+    return image_for(stack.spec, source, image_option(image))

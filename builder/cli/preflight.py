@@ -13,7 +13,7 @@ import typer
 from builder.cli.app import app, say_error
 
 # typer resolves the annotations at run time, so these stay real imports
-from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg, image_ref, stack_of
+from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg, plan_image, stack_of
 from builder.engine.docker import connect
 from builder.errors import PreflightFailed, UsageError
 from builder.preflight.cluster import ClusterPreflight, Ssh
@@ -82,7 +82,7 @@ def preflight(
     check_options(rehearse=rehearse, nodes=nodes, cluster_dir=cluster_dir,
                   ssh_config=ssh_config, dry_run=dry_run)  # fmt: skip
     stack = stack_of(spec, preset)
-    reference = image_ref(stack, image)
+    reference = plan_image(stack, image, spec)
     say = _say
     if rehearse:
         result = rehearsed_preflight(

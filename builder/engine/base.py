@@ -53,6 +53,15 @@ class Engine(Protocol):
 
     def tag(self, image_id: str, reference: str) -> None: ...
 
+    def push(self, reference: str) -> Iterator[dict[str, Any]]:
+        """The engine's decoded push events for reference (credentials from the user's
+        docker config, as the docker CLI reads them)."""
+        ...
+
+    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
+        """The engine's decoded pull events for reference (name:tag or name@digest)."""
+        ...
+
     def exists(self, reference: str) -> bool: ...
 
     def image(self, reference: str) -> ImageInfo:

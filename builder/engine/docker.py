@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from builder.engine.base import ImageInfo, ImageList
 from builder.errors import BuildError, EngineUnavailable, NotInEngine, ToolMissing
+from builder.image.registry import split_reference
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +98,27 @@ class DockerEngine:
         if not repository or "/" in tag:
             repository, tag = reference, "latest"
         self._client.api.tag(image_id, repository, tag, force=True)
+
+    def push(self, reference: str) -> Iterator[dict[str, Any]]:
+        """Stream the push of reference; docker-py takes the credentials for its registry
+        from the user's docker config (and credential helpers), and they are never shown."""
+        from docker.errors import APIError
+
+        repository, tag = split_reference(reference)
+        try:
+            yield from self._client.api.push(repository, tag=tag, stream=True, decode=True)
+        except APIError as exc:
+            yield {"error": _reason(exc)}
+
+    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
+        """Stream the pull of reference (a tag or a digest)."""
+        from docker.errors import APIError
+
+        repository, tag = split_reference(reference)
+        try:
+            yield from self._client.api.pull(repository, tag=tag, stream=True, decode=True)
+        except APIError as exc:
+            yield {"error": _reason(exc)}
 
     def exists(self, reference: str) -> bool:
         from docker.errors import ImageNotFound

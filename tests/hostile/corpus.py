@@ -90,6 +90,7 @@ SPEC_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("slurm", HOSTILE),
     ("rehearse", HOSTILE),
     ("preflight", HOSTILE),
+    ("push", HOSTILE),
     ("lock", HOSTILE),
     ("render", HOSTILE, "-o", "out"),
 )
@@ -1105,3 +1106,19 @@ case(
     "--output-format",
 )
 case("lint-sarif-is-not-a-format", "lint --preset cpu-deepspeed -f sarif", USAGE, "--format")
+
+# --- push: what is pushed is a name:tag; a digest record beside the spec is checked ----
+case("push-image-newline", ("push", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
+     USAGE, "--image")  # fmt: skip
+case("push-image-digest", ("push", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
+     USAGE, "digest")  # fmt: skip
+for name, record in (
+    ("not-json", "{"),
+    ("bad-digest", '{"schema": 1, "reference": "demo:latest", "digest": "sha256:1"}'),
+    (
+        "shell-reference",
+        '{"schema": 1, "reference": "demo:latest;id", "digest": "sha256:' + "1" * 64 + '"}',
+    ),
+):
+    case(f"launch-digest-record-{name}", "launch stack.yaml", USAGE, "stack.digest",
+         files={"stack.yaml": GOOD, "stack.digest": record})  # fmt: skip

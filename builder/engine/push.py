@@ -1,0 +1,89 @@
+"""Pushing an image to its registry and pulling one by digest, through the engine.
+
+The engine streams JSON events; a push ends with the manifest's digest
+(``aux.Digest``), which is what nodes can pull and check. Errors become one of
+three, each with its own exit code: the registry does not answer, it refused
+the credentials, it has no such digest. Credentials come from the user's docker
+config, as the docker CLI reads them; builder never reads or prints them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, shown
+from builder.image.registry import DIGEST, Pushed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from builder.engine.base import Engine
+
+REFUSED = ("unauthorized", "authentication required", "no basic auth credentials", "denied")
+UNKNOWN = ("manifest unknown", "not found", "manifest for", "no such manifest")
+
+
+def push_image(
+    engine: Engine, reference: str, on_line: Callable[[str], None] = lambda _: None
+) -> Pushed:
+    """Push reference (a name:tag whose name starts with its registry) and return its
+    digest; progress lines go to on_line."""
+    digest = None
+    for event in engine.push(reference):
+        _raise_on_error(event, reference, "push")
+        aux = event.get("aux") or {}
+        if isinstance(aux, dict) and DIGEST.match(str(aux.get("Digest", ""))):
+            digest = str(aux["Digest"])
+        line = _progress(event)
+        if line:
+            on_line(line)
+    if digest is None:
+        raise RegistryUnreachable(
+            f"the push of {reference} ended without the registry's digest; push it again"
+        )
+    return Pushed(reference, digest)
+
+
+def pull_image(
+    engine: Engine, reference: str, on_line: Callable[[str], None] = lambda _: None
+) -> None:
+    """Pull reference (name:tag or name@sha256:...) into the engine."""
+    for event in engine.pull(reference):
+        _raise_on_error(event, reference, "pull")
+        line = _progress(event)
+        if line:
+            on_line(line)
+
+
+def _raise_on_error(event: dict[str, Any], reference: str, action: str) -> None:
+    error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+    if not error:
+        return
+    text = str(error)
+    lowered = text.lower()
+    said = shown(text, quote=False, limit=300)
+    registry = reference.split("/", 1)[0] if "/" in reference else "docker.io"
+    if any(word in lowered for word in REFUSED):
+        raise RegistryRefused(
+            f"{registry} refused the {action} of {shown(reference)}: {said}. "
+            f"Log in with `docker login {registry}` (builder uses the same credentials) "
+            "or check your rights on the repository"
+        )
+    if "@" in reference and any(word in lowered for word in UNKNOWN):
+        raise UnknownDigest(
+            f"{registry} has no image {shown(reference)}: {said}. "
+            "Push the image again (`builder push`) and use the digest it reports"
+        )
+    raise RegistryUnreachable(
+        f"the {action} of {shown(reference)} failed: {shown(text, quote=False, limit=300)}. "
+        f"Check that {registry} answers (the image's name starts with its registry, "
+        "e.g. registry.example.com:5000/team/train:1.0)"
+    )
+
+
+def _progress(event: dict[str, Any]) -> str:
+    status = str(event.get("status") or "")
+    if not status or event.get("progressDetail"):
+        return ""  # the per-layer byte counters: too many lines to show
+    layer = event.get("id")
+    return f"{layer}: {status}" if layer else status

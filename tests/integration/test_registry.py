@@ -1,0 +1,152 @@
+"""Push and pull by digest through a real registry (Debian's docker-registry, started
+here as the engine is), a rehearsal whose nodes run the image by digest, and the
+registry's refusals: down, credentials refused, a digest it does not have."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING
+
+import pytest
+
+from builder.engine.push import pull_image, push_image
+from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest
+from builder.image.pin import image_for, write_pin
+from builder.rehearse.run import rehearse
+from builder.spec.loader import load_preset
+from tests.conftest import unavailable
+from tests.integration.conftest import IMAGE
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from builder.engine import DockerEngine
+
+CONFIG = """\
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: {root}
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:{port}
+{auth}"""
+AUTH = """\
+auth:
+  htpasswd:
+    realm: builder-test
+    path: {path}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def serve(folder: Path, *, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
+    """A registry on a free port of this machine; its address as the engine names it."""
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        unavailable("docker-registry is missing: run scripts/ensure-tools.sh")
+    port = free_port()
+    extra = AUTH.format(path=folder / "htpasswd") if auth else ""
+    config = folder / "config.yml"
+    config.write_text(CONFIG.format(root=folder / "data", port=port, auth=extra))
+    log = (folder / "registry.log").open("wb")
+    process = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
+            break
+        except urllib.error.HTTPError:
+            break  # 401: up, and asking for credentials
+        except OSError:
+            assert process.poll() is None, (folder / "registry.log").read_text()
+            assert time.monotonic() < deadline, "the registry did not answer in 30 s"
+            time.sleep(0.2)
+    return process, f"localhost:{port}"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    process, address = serve(tmp_path_factory.mktemp("registry"), auth=False)
+    yield address
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.mark.usefixtures("clean")
+def test_push_pin_pull_by_digest_and_rehearse_it(
+    engine: DockerEngine, registry: str, tmp_path: Path
+) -> None:
+    remote = f"{registry}/builder-test/cpu-deepspeed:it"
+    engine.tag(engine.image(IMAGE).id, remote)
+    try:
+        lines: list[str] = []
+        pushed = push_image(engine, remote, lines.append)
+        assert pushed.digest.startswith("sha256:")
+        assert any("Pushed" in line for line in lines)
+        # pushing again sends nothing new, and the digest is the same
+        assert push_image(engine, remote).digest == pushed.digest
+        spec = load_preset("cpu-deepspeed").spec
+        stack = tmp_path / "stack.yaml"
+        from dataclasses import replace
+
+        spec = replace(
+            spec, image=replace(spec.image, name=f"{registry}/builder-test/cpu-deepspeed", tag="it")
+        )
+        write_pin(stack, pushed)
+        pinned = image_for(spec, stack, None)
+        assert pinned == f"{registry}/builder-test/cpu-deepspeed@{pushed.digest}"
+        # the nodes have nothing but the digest: the engine loses its tag, pulls by digest
+        engine.remove_image(remote, force=False, prune=False)
+        pull_image(engine, pinned)
+        assert engine.image(pinned).id == engine.image(IMAGE).id
+        outcome = rehearse(spec, image=pinned, engine=engine, nodes=2, launcher="torchrun")
+        assert outcome.ok, [fault.text() for fault in outcome.faults]
+    finally:
+        for reference in (remote,):
+            if engine.exists(reference):
+                engine.remove_image(reference, force=False, prune=False)
+
+
+def test_a_registry_that_is_down_is_named(engine: DockerEngine) -> None:
+    remote = f"localhost:{free_port()}/builder-test/down:it"
+    engine.tag(engine.image(IMAGE).id, remote)
+    try:
+        with pytest.raises(RegistryUnreachable, match="failed") as caught:
+            push_image(engine, remote)
+        assert caught.value.exit_code == 17
+    finally:
+        engine.remove_image(remote, force=False, prune=False)
+
+
+def test_refused_credentials_are_named(engine: DockerEngine, tmp_path: Path) -> None:
+    process, address = serve(tmp_path, auth=True)
+    remote = f"{address}/builder-test/auth:it"
+    engine.tag(engine.image(IMAGE).id, remote)
+    try:
+        with pytest.raises(RegistryRefused, match="docker login") as caught:
+            push_image(engine, remote)
+        assert caught.value.exit_code == 18
+    finally:
+        engine.remove_image(remote, force=False, prune=False)
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_digest_the_registry_lacks_is_named(engine: DockerEngine, registry: str) -> None:
+    missing = f"{registry}/builder-test/cpu-deepspeed@sha256:{'0' * 64}"
+    with pytest.raises(UnknownDigest) as caught:
+        pull_image(engine, missing)
+    assert caught.value.exit_code == 19
