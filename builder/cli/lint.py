@@ -8,7 +8,7 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
-from builder.cli.sarif import sarif_text
+from builder.lint.sarif import sarif_text
 from builder.image.context import FORMATS
 from builder.lint import lint_stack
 
