@@ -8,9 +8,9 @@ import typer
 
 from builder.cli.app import app
 from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
-from builder.lint.sarif import sarif_text
 from builder.image.context import FORMATS
 from builder.lint import lint_stack
+from builder.lint.sarif import sarif_text
 
 
 @app.command()
