@@ -34,6 +34,7 @@ from builder.fingerprint.sources import (
     of_hosts,
     of_image,
     of_reference,
+    with_image,
 )
 from builder.lock.file import lock_path
 from builder.lock.take import take_lock
@@ -144,6 +145,8 @@ def verify(
     else:
         raise UsageError("say which nodes: --hostfile FILE or --containers a,b,c (one of them)")
     reference = of_image(engine(), image) if image else None
+    if reference is not None and containers is not None:  # which image each runs, too
+        reference = with_image(reference, engine().image(image or "").id)
     _report(nodes, reference, as_json=as_json, what="nodes")
 
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-SCALARS = ("arch", "python", "deepspeed", "nccl", "hccl", "spec_hash")
+SCALARS = ("image", "arch", "python", "deepspeed", "nccl", "hccl", "spec_hash")
 GROUPS = {
     "os": "os",
     "torch": "torch",

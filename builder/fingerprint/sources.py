@@ -73,7 +73,20 @@ def gather(jobs: Sequence[Callable[[], Fingerprint]]) -> list[Fingerprint]:
 
 
 def of_containers(engine: Engine, names: Sequence[str]) -> list[Fingerprint]:
-    return gather([partial(of_container, engine, name) for name in names])
+    """Running containers' fingerprints, each with the id of the image it runs: a node
+    given another image under the same tag (or digest) differs there."""
+    prints = gather([partial(of_container, engine, name) for name in names])
+    return [
+        with_image(p, engine.container_image(name)) for p, name in zip(prints, names, strict=True)
+    ]
+
+
+IMAGE = "image"
+"""The id of the image an environment runs (verify compares it; diff compares contents)."""
+
+
+def with_image(found: Fingerprint, image_id: str) -> Fingerprint:
+    return Fingerprint(found.source, {**found.data, IMAGE: image_id})
 
 
 def of_hosts(hostfile: Path, ssh_config: Path | None) -> list[Fingerprint]:

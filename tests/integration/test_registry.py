@@ -4,27 +4,32 @@ registry's refusals: down, credentials refused, a digest it does not have."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
+from builder.cli.app import app
 from builder.engine.push import pull_image, push_image
 from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest
-from builder.image.pin import image_for, write_pin
 from builder.rehearse.run import rehearse
-from builder.spec.loader import load_preset
+from builder.spec.loader import load_stack
 from tests.conftest import unavailable
-from tests.integration.conftest import IMAGE
+from tests.integration.conftest import IMAGE, OPENMPI_IMAGE
+
+PRESETS = Path(__file__).parents[2] / "builder" / "spec" / "presets"
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from builder.engine import DockerEngine
 
@@ -61,8 +66,8 @@ def serve(folder: Path, *, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
     extra = AUTH.format(path=folder / "htpasswd") if auth else ""
     config = folder / "config.yml"
     config.write_text(CONFIG.format(root=folder / "data", port=port, auth=extra))
-    log = (folder / "registry.log").open("wb")
-    process = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=log)
+    with (folder / "registry.log").open("wb") as log:  # the registry keeps its own copy
+        process = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=log)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -89,35 +94,41 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_push_pin_pull_by_digest_and_rehearse_it(
     engine: DockerEngine, registry: str, tmp_path: Path
 ) -> None:
-    remote = f"{registry}/builder-test/cpu-deepspeed:it"
+    name = f"{registry}/builder-test/cpu-deepspeed"
+    remote = f"{name}:it"
     engine.tag(engine.image(IMAGE).id, remote)
     try:
-        lines: list[str] = []
-        pushed = push_image(engine, remote, lines.append)
-        assert pushed.digest.startswith("sha256:")
-        assert any("Pushed" in line for line in lines)
-        # pushing again sends nothing new, and the digest is the same
-        assert push_image(engine, remote).digest == pushed.digest
-        spec = load_preset("cpu-deepspeed").spec
+        # the user's way: a stack whose image name starts with the registry, then push
+        data = yaml.safe_load((PRESETS / "cpu-deepspeed.yaml").read_text())
+        data["image"].update(name=name, tag="it")
         stack = tmp_path / "stack.yaml"
-        from dataclasses import replace
-
-        spec = replace(
-            spec, image=replace(spec.image, name=f"{registry}/builder-test/cpu-deepspeed", tag="it")
-        )
-        write_pin(stack, pushed)
-        pinned = image_for(spec, stack, None)
-        assert pinned == f"{registry}/builder-test/cpu-deepspeed@{pushed.digest}"
+        stack.write_text(yaml.safe_dump(data))
+        runner = CliRunner()
+        result = runner.invoke(app, ["push", str(stack), "--json"])
+        assert result.exit_code == 0, result.output
+        pushed = json.loads(result.stdout)
+        assert pushed["digest"].startswith("sha256:")
+        assert pushed["pinned"] == f"{name}@{pushed['digest']}"
+        assert "Pushed" in result.stderr
+        assert (tmp_path / "stack.digest").is_file()
+        # pushing again sends nothing new, and the digest is the same
+        assert push_image(engine, remote).digest == pushed["digest"]
+        # the plan now names the image by its digest
+        plan = json.loads(runner.invoke(app, ["launch", str(stack), "--json"]).stdout)
+        argvs = [" ".join(step["argv"]) for step in plan["commands"]]
+        assert all(pushed["pinned"] in argv for argv in argvs if "docker run" in argv)
         # the nodes have nothing but the digest: the engine loses its tag, pulls by digest
         engine.remove_image(remote, force=False, prune=False)
-        pull_image(engine, pinned)
-        assert engine.image(pinned).id == engine.image(IMAGE).id
-        outcome = rehearse(spec, image=pinned, engine=engine, nodes=2, launcher="torchrun")
+        pull_image(engine, pushed["pinned"])
+        assert engine.image(pushed["pinned"]).id == engine.image(IMAGE).id
+        spec = load_stack(stack, None).spec
+        outcome = rehearse(
+            spec, image=pushed["pinned"], engine=engine, nodes=2, launcher="torchrun"
+        )
         assert outcome.ok, [fault.text() for fault in outcome.faults]
     finally:
-        for reference in (remote,):
-            if engine.exists(reference):
-                engine.remove_image(reference, force=False, prune=False)
+        if engine.exists(remote):
+            engine.remove_image(remote, force=False, prune=False)
 
 
 def test_a_registry_that_is_down_is_named(engine: DockerEngine) -> None:
@@ -150,3 +161,30 @@ def test_a_digest_the_registry_lacks_is_named(engine: DockerEngine, registry: st
     with pytest.raises(UnknownDigest) as caught:
         pull_image(engine, missing)
     assert caught.value.exit_code == 19
+
+
+def test_verify_names_a_node_running_another_image_under_the_same_name(
+    engine: DockerEngine, registry: str
+) -> None:
+    remote = f"{registry}/builder-test/verify:it"
+    engine.tag(engine.image(IMAGE).id, remote)
+    pinned = push_image(engine, remote).pinned
+    names = ("builder-verify-good", "builder-verify-other")
+    try:
+        subprocess.run(["docker", "run", "-d", "--name", names[0], "--entrypoint", "sleep",
+                        pinned, "300"], check=True, capture_output=True)  # fmt: skip
+        # the other node: the same name:tag, pointing at another image
+        engine.tag(engine.image(OPENMPI_IMAGE).id, remote)
+        subprocess.run(["docker", "run", "-d", "--name", names[1], "--entrypoint", "sleep",
+                        remote, "300"], check=True, capture_output=True)  # fmt: skip
+        result = CliRunner().invoke(
+            app, ["verify", "--containers", ",".join(names), "--image", pinned]
+        )
+        assert result.exit_code == 13, result.output
+        assert "image" in result.stdout
+        assert names[1] in result.stderr
+    finally:
+        subprocess.run(["docker", "rm", "-f", *names], check=False, capture_output=True)
+        engine.remove_image(remote, force=False, prune=False)
+        if engine.exists(pinned):
+            engine.remove_image(pinned, force=False, prune=False)
