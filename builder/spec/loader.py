@@ -20,6 +20,8 @@ from builder.spec.presets import preset_text
 from builder.spec.records import Spec
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import yaml
 
 Path_ = tuple[str | int, ...]
@@ -104,6 +106,16 @@ def parse_spec(text: str, source: str, root: Path | None = None) -> Spec:
     """Parse YAML text into a Spec, raising one SpecError listing every problem; with the
     spec's folder (root), the files it names are checked too."""
     data, lines = _load_yaml(text, source)
+    return _validated(data, lines, source, root)
+
+
+def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Stack:
+    """The stack of the data a stack.yaml holds (the Python API's way in, as load_spec
+    is for a file), checked as a file is: one SpecError listing every problem."""
+    return Stack(_validated(dict(data), {}, source, None), source, None)
+
+
+def _validated(data: Any, lines: dict[Path_, int], source: str, root: Path | None) -> Spec:
     try:
         spec = parse(Spec, data)
     except Invalid as exc:

@@ -1,0 +1,42 @@
+"""The public Python API (``import builder``): every name resolves, lazily, and the
+README's example runs as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import builder
+from builder.errors import SpecError
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", builder.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(builder, name) is not None
+
+
+def test_importing_builder_stays_light() -> None:
+    code = "import builder, sys; print(sorted(m for m in sys.modules if m.startswith('builder.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['builder._version']"
+
+
+def test_a_spec_from_a_dict_is_checked_as_a_file_is() -> None:
+    with pytest.raises(SpecError) as caught:
+        builder.spec_from_dict({"name": "Bad Name", "image": {"accelerator": "tpu"}})
+    text = str(caught.value)
+    assert "name" in text
+    assert "image.accelerator" in text
+
+
+def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (example,) = re.findall(r"```python\n(.*?)```", README.split("### Python API", 1)[1], re.S)[:1]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README example", "exec"), {})
+    assert (tmp_path / "cluster" / "launch.sh").is_file()
