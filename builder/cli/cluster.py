@@ -74,6 +74,13 @@ def hostfile(
     print_or_write(hostfile_text(hosts), output, force=force)
 
 
+def no_stdout(folder: Path) -> Path:
+    """A folder option given as '-' (stdout, for single files) is refused, not made."""
+    if str(folder) == "-":
+        raise UsageError("--cluster-dir -: the cluster folder holds several files; name a folder")
+    return folder
+
+
 @app.command()
 def keys(
     spec: SpecArg = None,
@@ -95,7 +102,9 @@ def keys(
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
-    for path in make_keys(cluster_dir, port=port, comment=f"builder-{name}", force=force):
+    for path in make_keys(
+        no_stdout(cluster_dir), port=port, comment=f"builder-{name}", force=force
+    ):
         typer.echo(f"wrote {path}", err=True)
 
 
@@ -149,7 +158,7 @@ def launch(
     stack = stack_of(spec, preset)
     plan = launch_plan(
         stack.spec,
-        image=plan_image(stack, image, spec),
+        image=plan_image(stack, image, spec, runtime or stack.spec.launch.runtime),
         cluster_dir=str(cluster_dir.resolve()),
         runtime=runtime,
         launcher=launcher,
@@ -174,8 +183,8 @@ def bundle(
     stack = stack_of(spec, preset)
     for path in write_bundle(
         stack.spec,
-        cluster_dir,
-        image=plan_image(stack, image, spec),
+        no_stdout(cluster_dir),
+        image=plan_image(stack, image, spec, runtime or stack.spec.launch.runtime),
         force=force,
         runtime=runtime,
         launcher=launcher,
@@ -208,7 +217,7 @@ def slurm(
     stack = stack_of(spec, preset)
     text = sbatch_script(
         stack.spec,
-        image=plan_image(stack, image, spec),
+        image=plan_image(stack, image, spec, runtime or stack.spec.launch.slurm.runtime),
         cluster_dir=str(cluster_dir.resolve()),
         source=stack.source,
         runtime=runtime,

@@ -37,6 +37,7 @@ from builder.engine.push import push_image
 from builder.errors import NotInEngine, UsageError
 from builder.image.inputs import with_base
 from builder.image.pin import write_pin
+from builder.spec.loader import load_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -133,10 +134,19 @@ def _push(engine: Engine, reference: str, spec: Path | None) -> tuple[Pushed, Pa
     """Push reference (progress on stderr) and record its digest beside a spec file."""
     pushed = push_image(engine, reference, lambda line: typer.echo(line, err=True))
     record = None
-    if spec is not None and str(spec) != "-":
+    if spec is None or str(spec) == "-":
+        typer.echo(f"pushed {pushed.pinned} (no spec file: nothing recorded)", err=True)
+    elif spec_reference(spec) == reference:
         record = write_pin(spec, pushed)
         typer.echo(f"pushed {pushed.pinned}; recorded in {record}", err=True)
+    else:  # the spec's own name:tag is what its record pins; another push leaves it
+        typer.echo(f"pushed {pushed.pinned} (not the spec's name:tag: nothing recorded)", err=True)
     return pushed, record
+
+
+def spec_reference(spec: Path) -> str:
+    found = load_spec(spec).spec.image
+    return f"{found.name}:{found.tag}"
 
 
 @app.command()

@@ -12,9 +12,9 @@ from typer._types import TyperChoice
 from builder.errors import UsageError, shown
 from builder.image.context import FORMATS
 from builder.image.inputs import load_inputs
-from builder.image.pin import image_for
+from builder.image.pin import image_for, pin_path
 from builder.launch import launchers
-from builder.launch.runtimes import RUNTIMES
+from builder.launch.runtimes import RUNTIMES, runtime
 from builder.lock.apply import check_base, with_lock
 from builder.output import OutputFile, write_files
 from builder.spec.loader import MAX_SPEC_BYTES, Stack, decoded, load_stack, parse_spec
@@ -119,7 +119,11 @@ NoLockOpt = Annotated[bool, typer.Option("--no-lock", help="Ignore stack.lock be
 
 ImageOpt = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--image", help="Image to run (default: the spec's name:tag)."),
+    typer.Option(
+        "--image",
+        help="Image to run (default: the spec's name:tag, pinned by the digest in "
+        "stack.digest when `builder push` recorded one).",
+    ),
 ]
 RuntimeOpt = Annotated[
     Optional[str],  # noqa: UP045
@@ -265,8 +269,12 @@ def image_ref(stack: Stack, image: str | None) -> str:
     return image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
 
 
-def plan_image(stack: Stack, image: str | None, spec: Path | None) -> str:
+def plan_image(stack: Stack, image: str | None, spec: Path | None, runtime_name: str) -> str:
     """The image a plan names: --image (checked); else the spec's name:tag, pinned by
-    the digest `builder push` recorded beside the spec (stack.digest) for that tag."""
-    source = spec if spec is not None and str(spec) != "-" else None
-    return image_for(stack.spec, source, image_option(image))
+    the digest `builder push` recorded beside the spec (stack.digest) for that tag where
+    the runtime's nodes fetch the image (Apptainer's SIF is named after the tag)."""
+    source = spec if spec is not None and str(spec) != "-" and runtime(runtime_name).pulls else None
+    reference = image_for(stack.spec, source, image_option(image))
+    if image is None and "@" in reference:
+        typer.echo(f"image pinned by {pin_path(spec or Path())}: {reference}", err=True)
+    return reference

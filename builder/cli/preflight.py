@@ -82,7 +82,7 @@ def preflight(
     check_options(rehearse=rehearse, nodes=nodes, cluster_dir=cluster_dir,
                   ssh_config=ssh_config, dry_run=dry_run)  # fmt: skip
     stack = stack_of(spec, preset)
-    reference = plan_image(stack, image, spec)
+    reference = plan_image(stack, image, spec, stack.spec.launch.runtime)
     say = _say
     if rehearse:
         result = rehearsed_preflight(

@@ -102,22 +102,22 @@ class DockerEngine:
     def push(self, reference: str) -> Iterator[dict[str, Any]]:
         """Stream the push of reference; docker-py takes the credentials for its registry
         from the user's docker config (and credential helpers), and they are never shown."""
-        from docker.errors import APIError
+        from docker.errors import DockerException
 
         repository, tag = split_reference(reference)
         try:
             yield from self._client.api.push(repository, tag=tag, stream=True, decode=True)
-        except APIError as exc:
+        except (DockerException, OSError) as exc:  # requests' errors are OSErrors
             yield {"error": _reason(exc)}
 
     def pull(self, reference: str) -> Iterator[dict[str, Any]]:
         """Stream the pull of reference (a tag or a digest)."""
-        from docker.errors import APIError
+        from docker.errors import DockerException
 
         repository, tag = split_reference(reference)
         try:
             yield from self._client.api.pull(repository, tag=tag, stream=True, decode=True)
-        except APIError as exc:
+        except (DockerException, OSError) as exc:  # requests' errors are OSErrors
             yield {"error": _reason(exc)}
 
     def exists(self, reference: str) -> bool:

@@ -19,8 +19,15 @@ if TYPE_CHECKING:
 
     from builder.engine.base import Engine
 
-REFUSED = ("unauthorized", "authentication required", "no basic auth credentials", "denied")
-UNKNOWN = ("manifest unknown", "not found", "manifest for", "no such manifest")
+REFUSED = (
+    "unauthorized",
+    "authentication required",
+    "no basic auth credentials",
+    "denied: ",
+    "requested access to the resource is denied",
+    "pull access denied",
+)
+UNKNOWN = ("manifest unknown", "no such manifest", "repository does not exist")
 
 
 def push_image(
@@ -62,23 +69,32 @@ def _raise_on_error(event: dict[str, Any], reference: str, action: str) -> None:
     text = str(error)
     lowered = text.lower()
     said = shown(text, quote=False, limit=300)
-    registry = reference.split("/", 1)[0] if "/" in reference else "docker.io"
+    registry = registry_of(reference)
+    if "@" in reference and any(word in lowered for word in UNKNOWN):
+        raise UnknownDigest(
+            f"{registry} has no image {reference}: {said}. "
+            "Push the image again (`builder push`) and use the digest it reports"
+        )
     if any(word in lowered for word in REFUSED):
         raise RegistryRefused(
-            f"{registry} refused the {action} of {shown(reference)}: {said}. "
+            f"{registry} refused the {action} of {reference}: {said}. "
             f"Log in with `docker login {registry}` (builder uses the same credentials) "
             "or check your rights on the repository"
         )
-    if "@" in reference and any(word in lowered for word in UNKNOWN):
-        raise UnknownDigest(
-            f"{registry} has no image {shown(reference)}: {said}. "
-            "Push the image again (`builder push`) and use the digest it reports"
-        )
     raise RegistryUnreachable(
-        f"the {action} of {shown(reference)} failed: {shown(text, quote=False, limit=300)}. "
+        f"the {action} of {reference} failed: {shown(text, quote=False, limit=300)}. "
         f"Check that {registry} answers (the image's name starts with its registry, "
         "e.g. registry.example.com:5000/team/train:1.0)"
     )
+
+
+def registry_of(reference: str) -> str:
+    """The registry a reference names, as docker reads it: the first component when it
+    has a '.' or ':' or is localhost; else Docker Hub."""
+    first, slash, _ = reference.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
 
 
 def _progress(event: dict[str, Any]) -> str:

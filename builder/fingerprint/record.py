@@ -27,7 +27,10 @@ class Fingerprint:
 
     @property
     def digest(self) -> str:
-        canonical = json.dumps(self.data, sort_keys=True, separators=(",", ":"))
+        """Of the environment's contents: the same for a container wherever it is
+        fingerprinted (verify adds the image it runs, which is not contents)."""
+        contents = {key: value for key, value in self.data.items() if key != "image"}
+        canonical = json.dumps(contents, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def as_data(self) -> dict[str, Any]:

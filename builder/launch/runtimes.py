@@ -115,6 +115,9 @@ class Runtime:
     """Under srun, its containers live outside the job's cgroup (a daemon starts them)."""
     isolated: ClassVar[bool] = True
     """Its commands see the host's files only where the plan binds them."""
+    pulls: ClassVar[bool] = True
+    """Its nodes fetch the image by reference (a digest pins it); Apptainer runs a SIF
+    file built from the image, named after its tag."""
 
     def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
         """Where a command of this runtime sees the cluster folder."""
@@ -232,6 +235,7 @@ def _with_env(start: ContainerStart, env: Env) -> ContainerStart:
 
 class Apptainer(Runtime):
     name = "apptainer"
+    pulls = False
 
     def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
         return ApptainerExec(

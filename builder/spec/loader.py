@@ -9,6 +9,7 @@ data is constructed from it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,6 @@ from builder.spec.presets import preset_text
 from builder.spec.records import Spec
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import yaml
 
 Path_ = tuple[str | int, ...]
@@ -112,6 +111,9 @@ def parse_spec(text: str, source: str, root: Path | None = None) -> Spec:
 def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Stack:
     """The stack of the data a stack.yaml holds (the Python API's way in, as load_spec
     is for a file), checked as a file is: one SpecError listing every problem."""
+    if not isinstance(data, Mapping):
+        problem = Problem("(top level)", f"expected a mapping, got {type(data).__name__}")
+        raise SpecError(source, [problem])
     return Stack(_validated(dict(data), {}, source, None), source, None)
 
 

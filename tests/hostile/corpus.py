@@ -1122,3 +1122,5 @@ for name, record in (
 ):
     case(f"launch-digest-record-{name}", "launch stack.yaml", USAGE, "stack.digest",
          files={"stack.yaml": GOOD, "stack.digest": record})  # fmt: skip
+case("keys-dash-folder", "keys --preset cpu-deepspeed -o -", USAGE, "--cluster-dir")
+case("bundle-dash-folder", "bundle --preset cpu-deepspeed --cluster-dir -", USAGE, "--cluster-dir")

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from builder.engine.push import pull_image, push_image
+from builder.engine.push import pull_image, push_image, registry_of
 from builder.errors import (
     BuilderError,
     RegistryRefused,
@@ -24,7 +25,6 @@ from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 DIGEST = "sha256:" + "ab" * 32
 REFUSED_CONNECTION = (
@@ -80,6 +80,37 @@ def test_push_errors_have_their_own_exit_codes(
     assert "localhost:5999" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("error", "raised"),
+    [
+        ("unknown: filesystem: mkdir /var/lib/registry/x: permission denied", RegistryUnreachable),
+        ("pull access denied for r:5000/t, repository does not exist or may require "
+         "'docker login': denied: requested access to the resource is denied", UnknownDigest),
+    ],
+)  # fmt: skip
+def test_storage_errors_and_missing_repositories_are_not_refusals(
+    error: str, raised: type[BuilderError]
+) -> None:
+    with pytest.raises(raised):
+        pull_image(Stream({"error": error}), f"r:5000/t@{DIGEST}")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reference", "registry"),
+    [
+        ("team/train:1.0", "docker.io"),
+        ("train", "docker.io"),
+        ("localhost/t:1", "localhost"),
+        ("localhost:5000/t:1", "localhost:5000"),
+        ("registry.example.com/team/train:1", "registry.example.com"),
+    ],
+)
+def test_the_registry_is_named_as_docker_reads_it(reference: str, registry: str) -> None:
+    assert registry_of(reference) == registry
+    with pytest.raises(RegistryRefused, match=f"docker login {registry}"):
+        push_image(Stream({"error": "unauthorized: authentication required"}), reference)  # type: ignore[arg-type]
+
+
 def test_an_unknown_digest_is_its_own_error() -> None:
     engine = Stream(
         {"error": f"manifest for localhost:5000/t@{DIGEST} not found: manifest unknown"}
@@ -121,6 +152,27 @@ def test_plans_pin_the_image_by_the_recorded_digest(tmp_path: Path) -> None:
     newer = replace(spec, image=replace(spec.image, tag="2.0"))
     assert image_for(newer, stack, None) == f"{spec.image.name}:2.0"
     assert image_for(spec, None, None) == tag  # a preset has no record
+
+
+def test_apptainer_plans_name_the_sif_of_the_tag_not_the_digest(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+
+    stack = tmp_path / "stack.yaml"
+    presets = Path(__file__).parents[2] / "builder" / "spec" / "presets"
+    stack.write_text((presets / "cpu-deepspeed.yaml").read_text())
+    spec = load_preset("cpu-deepspeed").spec
+    write_pin(stack, Pushed(f"{spec.image.name}:{spec.image.tag}", DIGEST))
+    runner = CliRunner()
+    docker = runner.invoke(app, ["launch", str(stack)])
+    assert f"@{DIGEST}" in docker.stdout
+    assert "pinned by" in docker.stderr
+    apptainer = runner.invoke(
+        app, ["launch", str(stack), "--runtime", "apptainer", "--launcher", "torchrun"]
+    )
+    assert apptainer.exit_code == 0, apptainer.output
+    assert "sha256" not in apptainer.stdout
 
 
 @pytest.mark.parametrize(
