@@ -260,12 +260,7 @@ class ClusterPreflight:
             env=platforms.run_environment(self.spec),
             settings=self.settings,
         )
-        result = judge(output, expected)
-        result.findings[:0] = faults
-        for finding in faults:
-            for row in result.nodes:
-                if row.node == finding.node:
-                    row.problems.append(finding.what)
+        result = judge(output, expected, faults)
         result.settings = {**self.settings.as_data(), "where": str(self.folder)}
         result.phases = self.phases
         return result

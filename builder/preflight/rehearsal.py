@@ -82,7 +82,8 @@ class RehearsedPreflight:
         cores = os.cpu_count() or 1
         if expected.world > cores:
             expected = replace(expected, rates_judged=False)
-        result = judge(outcome.output, expected)
+        launch = [Finding(f.node, f.what, "fail", f.log_tail) for f in outcome.faults]
+        result = judge(outcome.output, expected, launch)
         if not expected.rates_judged:
             result.findings.append(
                 Finding(
@@ -93,17 +94,6 @@ class RehearsedPreflight:
                     "warn",
                 )
             )
-        known = {(f.node, f.what) for f in result.findings}
-        launcher_faults = [
-            Finding(f.node, f.what, "fail", f.log_tail)
-            for f in outcome.faults
-            if (f.node, f.what) not in known
-        ]
-        result.findings[:0] = launcher_faults
-        for finding in launcher_faults:
-            for row in result.nodes:
-                if row.node == finding.node:
-                    row.problems.append(finding.what)
         result.settings = {**self.settings.as_data(), "where": "rehearsal"}
         result.phases = outcome.phases  # teardown's time comes with close()
         return result

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from builder.fingerprint.compare import differences
 from builder.fingerprint.record import Fingerprint
 from builder.rehearse.report import probe_reports
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MARK = "BUILDER_PREFLIGHT "
 SCHEMA = 1
@@ -111,8 +114,9 @@ class Preflight:
         }
 
 
-def judge(output: str, expected: Expected) -> Preflight:
-    """The preflight's rows and findings from the ranks' output."""
+def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Preflight:
+    """The preflight's rows and findings from the ranks' output; launch: what the launch
+    itself found (a node that did not start, a launcher that failed), said first."""
     reports = sorted(probe_reports(output, MARK), key=lambda r: int(r.get("rank", -1)))
     rows = {node: NodeRow(node) for node in expected.nodes}
     findings: list[Finding] = []
@@ -145,6 +149,8 @@ def judge(output: str, expected: Expected) -> Preflight:
     findings += rates
     findings += _transport(ordered, expected)
     findings += _drift(reports, expected)
+    known = {(f.node, f.what) for f in findings}
+    findings[:0] = [f for f in launch if (f.node, f.what) not in known]
     for finding in findings:
         if finding.node in rows and finding.severity == "fail":
             rows[finding.node].problems.append(finding.what)
