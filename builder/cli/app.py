@@ -19,6 +19,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup, TyperOption
 
 from builder._version import __version__
+from builder.cli.envelope import WANTED, has_json_option, print_envelope, wanted
 from builder.errors import BuilderError, clipped
 
 COMMANDS: dict[str, str] = {
@@ -76,17 +77,34 @@ class BuilderGroup(TyperGroup):
             command.params.append(_debug_after_command())
         return command
 
+    def resolve_command(  # type: ignore[override]
+        self, ctx: typer.Context, args: list[str]
+    ) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        before_dashes = rest[: rest.index("--")] if "--" in rest else rest
+        if "--json" in before_dashes and command is not None and has_json_option(command.params):
+            ctx.meta[WANTED] = True  # so a usage error found while parsing is enveloped too
+        return name, command, rest
+
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
         except BuilderError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            say_error(f"error: {clipped(str(exc))}")
+            message = clipped(str(exc))
+            say_error(f"error: {message}")
+            if wanted(ctx):
+                print_envelope(ctx, exc.exit_code, message)
             raise typer.Exit(exc.exit_code) from None
         except ClickUsageError as exc:
             exc.message = clipped(exc.message)  # an option's value, shown whole by click
+            if wanted(ctx):
+                print_envelope(ctx, exc.exit_code, exc.format_message())
             raise
+        if wanted(ctx):
+            print_envelope(ctx, 0)
+        return done
 
 
 def _set_debug(ctx: Any, param: Any, value: bool) -> None:  # noqa: ARG001 - click's signature

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from pathlib import Path
@@ -11,11 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
 from builder.cli.options import (
     Choice,
     ForceOpt,
     ImageOpt,
-    JsonOpt,
     LauncherOpt,
     OutputFileOpt,
     PresetOpt,
@@ -60,8 +59,10 @@ def hostfile(
     ] = False,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a DeepSpeed/mpirun hostfile (`host slots=N` lines, node-rank order)."""
+    refuse_stdout(as_json, output)
     launch = stack_of(spec, preset).spec.launch if (spec or preset) else None
     hosts = choose_hosts(
         spec_nodes=launch.nodes if launch else None,
@@ -71,7 +72,7 @@ def hostfile(
         from_slurm=from_slurm,
         env=os.environ,
     )
-    print_or_write(hostfile_text(hosts), output, force=force)
+    set_result(files_result(print_or_write(hostfile_text(hosts), output, force=force)))
 
 
 def no_stdout(folder: Path) -> Path:
@@ -97,15 +98,16 @@ def keys(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing key (locks out old nodes).")
     ] = False,
+    as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
     """Make the cluster's login and host key pairs, authorized_keys, known_hosts, an ssh_config."""
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
-    for path in make_keys(
-        no_stdout(cluster_dir), port=port, comment=f"builder-{name}", force=force
-    ):
+    written = make_keys(no_stdout(cluster_dir), port=port, comment=f"builder-{name}", force=force)
+    for path in written:
         typer.echo(f"wrote {path}", err=True)
+    set_result(files_result(written))
 
 
 @app.command()
@@ -122,15 +124,18 @@ def dsenv(
     ] = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
+    refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
     extra = parse_assignments(set_ or [], "--set")
     image_env = None
     if image is not None:
         pairs = (item.partition("=") for item in connect().image(image).env)
         image_env = {key: value for key, _, value in pairs}
-    print_or_write(dsenv_for(stack.spec, extra, image_env), output, force=force)
+    text = dsenv_for(stack.spec, extra, image_env)
+    set_result(files_result(print_or_write(text, output, force=force)))
 
 
 @app.command()
@@ -164,7 +169,9 @@ def launch(
         launcher=launcher,
     )
     warn(stack.spec)
-    typer.echo(json.dumps(plan.as_data(), indent=2) if as_json else plan.text(), nl=as_json)
+    set_result(plan.as_data())
+    if not as_json:
+        typer.echo(plan.text(), nl=False)
 
 
 @app.command()
@@ -178,19 +185,22 @@ def bundle(
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
     force: ForceOpt = False,
+    as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
     """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
     stack = stack_of(spec, preset)
-    for path in write_bundle(
+    written = write_bundle(
         stack.spec,
         no_stdout(cluster_dir),
         image=plan_image(stack, image, spec, runtime or stack.spec.launch.runtime),
         force=force,
         runtime=runtime,
         launcher=launcher,
-    ):
+    )
+    for path in written:
         typer.echo(f"wrote {path}", err=True)
     warn(stack.spec)
+    set_result(files_result(written))
 
 
 @app.command()
@@ -212,8 +222,10 @@ def slurm(
     ] = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write the sbatch script: one task per node, each running torchrun in the runtime."""
+    refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
     text = sbatch_script(
         stack.spec,
@@ -223,8 +235,9 @@ def slurm(
         runtime=runtime,
         launcher=launcher,
     )
-    print_or_write(text, output, force=force)
+    written = print_or_write(text, output, force=force)
     warn(stack.spec)
+    set_result(files_result(written))
 
 
 def warn(spec: Spec) -> None:
@@ -245,8 +258,10 @@ def sif(
             "--program", click_type=Choice(APPTAINER_PROGRAMS), help="The program to build with."
         ),
     ] = "apptainer",
-    as_json: Annotated[bool, typer.Option("--json", help="The argv as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the command that builds a SIF from an image of the local Docker engine."""
     argv = sif_build_argv(image_option(image, "IMAGE") or image, output=output, program=program)
-    typer.echo(json.dumps(argv) if as_json else shlex.join(argv))
+    set_result({"argv": argv})
+    if not as_json:
+        typer.echo(shlex.join(argv))

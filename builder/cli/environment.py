@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -10,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, files_result, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
     DASH,
-    JsonOpt,
     PresetOpt,
     SpecArg,
     image_option,
@@ -61,6 +60,7 @@ def lock(
             "--output", "-o", help="Lock file (default: stack.lock beside the spec; -: print)."
         ),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write stack.lock: the base digest, every Python and Debian package of the built image.
 
@@ -72,6 +72,8 @@ def lock(
         raise UsageError(
             "a preset or a spec on stdin has no folder for its lock: pass -o FILE.lock"
         )
+    if target == DASH and as_json:
+        raise UsageError("--json lists the files written: give -o FILE.lock (not stdout)")
     if target != DASH and target.is_dir():
         raise UsageError(f"-o {target} is a folder; give the lock file's path (FILE.lock)")
     reference = image_ref(stack, image)  # every option is checked before the engine is asked
@@ -79,7 +81,15 @@ def lock(
     if target == DASH:
         print_or_write(taken.text(), None, force=True)
         return
-    write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
+    written = write_files([OutputFile(target.name, 0o644, taken.text())], target.parent, force=True)
+    set_result(
+        {
+            **files_result(written),
+            "base": taken.base.reference,
+            "python": len(taken.python),
+            "apt": len(taken.apt),
+        }
+    )
     typer.echo(
         f"wrote {target}: {len(taken.python)} Python packages, {len(taken.apt)} Debian "
         f"packages over {taken.base.reference}",
@@ -106,7 +116,9 @@ def fingerprint(
     text_option(container, "--container")
     engine = connect()
     found = of_container(engine, container) if container else of_image(engine, image or "")
-    typer.echo(json.dumps(found.as_data(), indent=2) if as_json else found.summary(), nl=as_json)
+    set_result(found.as_data())
+    if not as_json:
+        typer.echo(found.summary(), nl=False)
 
 
 @app.command()
@@ -167,15 +179,15 @@ def _report(
     prints: list[Fingerprint], reference: Fingerprint | None, *, as_json: bool, what: str
 ) -> None:
     sources, table = differences(prints, reference=reference)
-    if as_json:
-        data = {
+    set_result(
+        {
             "same": not table,
             "digests": {p.source: p.digest for p in prints},
             "differences": table,
             "sources": sources,
         }
-        typer.echo(json.dumps(data, indent=2))
-    else:
+    )
+    if not as_json:
         if reference:
             typer.echo(f"{reference.digest}  {reference.source} (reference; env not compared)")
         for p in prints:

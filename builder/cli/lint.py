@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, set_result
 from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
+from builder.errors import UsageError
 from builder.image.context import FORMATS
 from builder.lint import lint_stack
 from builder.lint.sarif import sarif_text
@@ -35,12 +38,24 @@ def lint(
             help="How to report: lines, or SARIF 2.1.0 JSON for CI code scanning.",
         ),
     ] = "text",
+    as_json: JsonOpt = False,
 ) -> None:
     """Check the rendered outputs with hadolint, BuildKit's parser and the .def rules."""
+    if as_json and output_format == "sarif":
+        raise UsageError("--json and --output-format sarif each print a JSON document: pick one")
     chosen = fmt or "all"
     report = lint_stack(stack_of(spec, preset), chosen)
+    set_result(
+        {
+            "checked": list(report.checked),
+            "findings": [asdict(finding) for finding in report.findings],
+            "failing": len(report.failing()),
+        }
+    )
     if output_format == "sarif":
         typer.echo(sarif_text(report), nl=False)
+    elif as_json:
+        typer.echo(report.text(), err=True)
     else:
         typer.echo(report.text())
     report.raise_for_findings()

@@ -152,6 +152,8 @@ ProgressOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+"""A plain --json flag, kept for image.py's commands until they print the envelope
+(builder.cli.envelope.JsonOpt, which every other command uses)."""
 
 
 def inputs_of(
@@ -213,12 +215,14 @@ def spec_file(spec: Path | None) -> Path | None:
     return None if spec == DASH else spec
 
 
-def print_or_write(text: str, output: Path | None, *, force: bool) -> None:
+def print_or_write(text: str, output: Path | None, *, force: bool) -> list[Path]:
+    """text on stdout (no -o, or -o -) or in the file -o names; the files written."""
     if output is None or output == DASH:
         typer.echo(text, nl=False)
-        return
+        return []
     write_files([OutputFile(output.name, 0o644, text)], output.parent, force=force)
     typer.echo(f"wrote {output}", err=True)
+    return [output]
 
 
 def format_of(value: str | None, *, has_output: bool) -> Format:

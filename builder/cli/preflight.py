@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,9 +10,10 @@ from typing import Annotated, Optional
 import typer
 
 from builder.cli.app import app, say_error
+from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
-from builder.cli.options import ImageOpt, JsonOpt, PresetOpt, SpecArg, plan_image, stack_of
+from builder.cli.options import ImageOpt, PresetOpt, SpecArg, plan_image, stack_of
 from builder.engine.docker import connect
 from builder.errors import PreflightFailed, UsageError
 from builder.preflight.cluster import ClusterPreflight, Ssh
@@ -101,12 +101,13 @@ def preflight(
             say=say,
         )
         if dry_run:
-            typer.echo(run.plan.text(), nl=False)
+            set_result(run.plan.as_data())
+            if not as_json:
+                typer.echo(run.plan.text(), nl=False)
             return
         result = run.run()
-    if as_json:
-        typer.echo(json.dumps(result.as_data(), indent=2))
-    else:
+    set_result(result.as_data())
+    if not as_json:
         typer.echo(table(result), nl=False)
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.phases)
         typer.echo(f"phases: {phases}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import Annotated, Optional
@@ -10,12 +9,12 @@ from typing import Annotated, Optional
 import typer
 
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
     Choice,
     ImageOpt,
-    JsonOpt,
     PresetOpt,
     SpecArg,
     choice,
@@ -85,9 +84,8 @@ def rehearse(
         keep=keep,
         say=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    if as_json:
-        typer.echo(json.dumps(outcome.as_data(), indent=2))
-    else:
+    set_result(outcome.as_data())
+    if not as_json:
         if outcome.rows:
             typer.echo(rank_table(outcome.rows), nl=False)
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.phases)

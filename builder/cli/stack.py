@@ -12,13 +12,13 @@ from typing import Annotated, Optional
 import typer
 
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
 from builder.cli.options import (
     DASH,
     BaseImageOpt,
     CaBundleOpt,
     ForceOpt,
     FormatOpt,
-    JsonOpt,
     NoLockOpt,
     OutputFileOpt,
     PipExtraOpt,
@@ -45,8 +45,8 @@ def presets(
 ) -> None:
     """List the built-in stacks."""
     rows = preset_summaries()
+    set_result([{"name": name, "description": description} for name, description in rows])
     if as_json:
-        typer.echo(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
         return
     width = max(len(name) for name, _ in rows)
     for name, description in rows:
@@ -60,9 +60,11 @@ def init(
     ),
     output: OutputFileOpt = None,
     force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a preset out as a stack.yaml to edit."""
-    print_or_write(preset_text(preset), output, force=force)
+    refuse_stdout(as_json, output)
+    set_result(files_result(print_or_write(preset_text(preset), output, force=force)))
 
 
 @app.command()
@@ -84,12 +86,14 @@ def render(
     pip_extra_index_url: PipExtraOpt = None,
     wheelhouse: WheelhouseOpt = None,
     no_lock: NoLockOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Render the Dockerfile (+ files it copies) and the Apptainer .def files.
 
     The build-input options and stack.lock change the files exactly as they change
     `builder build` (which also checks that a locked base image is still there).
     """
+    refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
     output = None if output == DASH else output
     chosen = format_of(fmt, has_output=output is not None)
@@ -101,8 +105,10 @@ def render(
     if output is None:
         typer.echo(primary_output(files, chosen).text, nl=False)
         return
-    for path in write_files(files, output, force=force):
+    written = write_files(files, output, force=force)
+    for path in written:
         typer.echo(f"wrote {path}", err=True)
+    set_result(files_result(written))
 
 
 @app.command()

@@ -72,7 +72,10 @@ def test_preflight_passes_on_a_rehearsal_cluster() -> None:
         [*argv, "--rehearse", "--quick", "--json"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads(done.stdout)
+    envelope = json.loads(done.stdout)
+    assert envelope["ok"]
+    assert envelope["schema"] == 1
+    data = envelope["result"]
     assert data["ok"]
     assert data["schema"] == 1
     assert [row["node"] for row in data["nodes"]] == ["node1", "node2"]

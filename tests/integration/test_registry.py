@@ -114,7 +114,7 @@ def test_push_pin_pull_by_digest_and_rehearse_it(
         # pushing again sends nothing new, and the digest is the same
         assert push_image(engine, remote).digest == pushed["digest"]
         # the plan now names the image by its digest
-        plan = json.loads(runner.invoke(app, ["launch", str(stack), "--json"]).stdout)
+        plan = json.loads(runner.invoke(app, ["launch", str(stack), "--json"]).stdout)["result"]
         argvs = [" ".join(step["argv"]) for step in plan["commands"]]
         assert all(pushed["pinned"] in argv for argv in argvs if "docker run" in argv)
         # the nodes have nothing but the digest: the engine loses its tag, pulls by digest

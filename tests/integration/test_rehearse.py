@@ -7,6 +7,7 @@ be left behind: no container, network or volume."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -158,7 +159,7 @@ def test_cli_reports_pass_and_fail_with_exit_codes(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(app, ["rehearse", "--image", IMAGE, "--launcher", "torchrun", "--json"])
     assert ok.exit_code == 0, ok.stderr
-    assert '"ok": true' in ok.stdout
+    assert json.loads(ok.stdout)["result"]["ok"]
     script = tmp_path / "crash.py"
     script.write_text(CRASH)
     failed = runner.invoke(

@@ -37,7 +37,7 @@ def test_presets_lists_every_preset_with_a_line() -> None:
     assert [line.split()[0] for line in lines] == preset_names()
     assert all(len(line.split(None, 1)) == 2 for line in lines)
     code, out, _ = run("presets", "--json")
-    assert [row["name"] for row in json.loads(out)] == preset_names()
+    assert [row["name"] for row in json.loads(out)["result"]] == preset_names()
 
 
 def test_init_writes_the_preset_verbatim_and_refuses_to_overwrite(tmp_path: Path) -> None:

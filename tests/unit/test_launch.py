@@ -167,7 +167,7 @@ def test_cli_json_is_the_plan() -> None:
         app, ["launch", "--preset", "cpu-deepspeed", "--json", "--cluster-dir", "/c"]
     )
     assert result.exit_code == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)["result"]
     assert data["launcher"] == "deepspeed"
     assert data["commands"][0]["argv"][:2] == ["docker", "run"]
 
