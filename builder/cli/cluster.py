@@ -9,6 +9,21 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from builder import (
+    APPTAINER_PROGRAMS,
+    choose_hosts,
+    connect,
+    dsenv_for,
+    hostfile_text,
+    launch_plan,
+    launcher_names,
+    make_keys,
+    network_warnings,
+    parse_assignments,
+    sbatch_script,
+    sif_build_argv,
+    write_bundle,
+)
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
 from builder.cli.options import (
@@ -25,16 +40,7 @@ from builder.cli.options import (
     print_or_write,
     stack_of,
 )
-from builder.cluster.dsenv import dsenv_for, parse_assignments
-from builder.cluster.hostfile import choose_hosts, hostfile_text
-from builder.cluster.keys import make_keys
-from builder.engine.docker import connect
 from builder.errors import UsageError
-from builder.launch import launchers
-from builder.launch.bundle import write_bundle
-from builder.launch.plan import launch_plan, network_warnings
-from builder.launch.sif import APPTAINER_PROGRAMS, sif_build_argv
-from builder.launch.slurm import sbatch_script
 
 if TYPE_CHECKING:
     from builder.spec.records import Spec
@@ -216,7 +222,7 @@ def slurm(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--launcher",
-            click_type=Choice(launchers.names()),
+            click_type=Choice(launcher_names()),
             help="torchrun: the one launcher Slurm runs per node (default: the spec's).",
         ),
     ] = None,

@@ -8,6 +8,22 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from builder import (
+    OutputFile,
+    connect,
+    difference_table,
+    differences,
+    is_lock_reference,
+    lock_path,
+    of_container,
+    of_containers,
+    of_hosts,
+    of_image,
+    of_reference,
+    take_lock,
+    with_image,
+    write_files,
+)
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, files_result, set_result
 
@@ -23,21 +39,7 @@ from builder.cli.options import (
     stack_of,
     text_option,
 )
-from builder.engine.docker import connect
 from builder.errors import DriftFound, UsageError, shown
-from builder.fingerprint.compare import difference_table, differences
-from builder.fingerprint.sources import (
-    is_lock_reference,
-    of_container,
-    of_containers,
-    of_hosts,
-    of_image,
-    of_reference,
-    with_image,
-)
-from builder.lock.file import lock_path
-from builder.lock.take import take_lock
-from builder.output import OutputFile, write_files
 
 if TYPE_CHECKING:
     from builder.fingerprint.record import Fingerprint

@@ -7,13 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from builder import RENDER_FORMATS, lint_stack, sarif_text
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, set_result
 from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
 from builder.errors import UsageError
-from builder.image.context import FORMATS
-from builder.lint import lint_stack
-from builder.lint.sarif import sarif_text
 
 
 @app.command()
@@ -25,7 +23,7 @@ def lint(
         typer.Option(
             "--format",
             "-f",
-            click_type=Choice(FORMATS),
+            click_type=Choice(RENDER_FORMATS),
             help="Which rendered files to check (default: all).",
             show_default=False,
         ),

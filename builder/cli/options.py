@@ -9,17 +9,28 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from typer._types import TyperChoice
 
+from builder import (
+    ENV_NAME,
+    IMAGE_REF,
+    MAX_SPEC_BYTES,
+    RENDER_FORMATS,
+    RUNTIMES,
+    OutputFile,
+    Stack,
+    decode_spec,
+    get_runtime,
+    image_for,
+    launcher_names,
+    load_inputs,
+    load_stack,
+    parse_spec,
+    pin_path,
+    preset_names,
+    with_lock,
+    write_files,
+)
+from builder import check_locked_base as check_base
 from builder.errors import UsageError, shown
-from builder.image.context import FORMATS
-from builder.image.inputs import load_inputs
-from builder.image.pin import image_for, pin_path
-from builder.launch import launchers
-from builder.launch.runtimes import RUNTIMES, runtime
-from builder.lock.apply import check_base, with_lock
-from builder.output import OutputFile, write_files
-from builder.spec.loader import MAX_SPEC_BYTES, Stack, decoded, load_stack, parse_spec
-from builder.spec.presets import preset_names
-from builder.spec.records import ENV_NAME, IMAGE_REF
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -73,7 +84,7 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        click_type=Choice(FORMATS),
+        click_type=Choice(RENDER_FORMATS),
         help="Which files (default: all with -o, docker without).",
         show_default=False,
     ),
@@ -134,7 +145,7 @@ RuntimeOpt = Annotated[
 LauncherOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
-        "--launcher", click_type=Choice(launchers.names()), help="Launcher (default: the spec's)."
+        "--launcher", click_type=Choice(launcher_names()), help="Launcher (default: the spec's)."
     ),
 ]
 OutputFileOpt = Annotated[
@@ -206,7 +217,7 @@ def stack_of(spec: Path | None, preset: str | None) -> Stack:
             "a stack spec is a few dozen lines"
         )
     root = Path.cwd()  # what the spec names (requirements files) is found from here
-    text = decoded(raw, STDIN_SOURCE)
+    text = decode_spec(raw, STDIN_SOURCE)
     return Stack(parse_spec(text, STDIN_SOURCE, root), STDIN_SOURCE, root)
 
 
@@ -226,7 +237,7 @@ def print_or_write(text: str, output: Path | None, *, force: bool) -> list[Path]
 
 
 def format_of(value: str | None, *, has_output: bool) -> Format:
-    fmt: Format = choice(value or ("all" if has_output else "docker"), "--format", FORMATS)
+    fmt: Format = choice(value or ("all" if has_output else "docker"), "--format", RENDER_FORMATS)
     if fmt == "all" and not has_output:
         raise UsageError("--format all writes several files: add -o DIR")
     return fmt
@@ -277,7 +288,9 @@ def plan_image(stack: Stack, image: str | None, spec: Path | None, runtime_name:
     """The image a plan names: --image (checked); else the spec's name:tag, pinned by
     the digest `builder push` recorded beside the spec (stack.digest) for that tag where
     the runtime's nodes fetch the image (Apptainer's SIF is named after the tag)."""
-    source = spec if spec is not None and str(spec) != "-" and runtime(runtime_name).pulls else None
+    source = (
+        spec if spec is not None and str(spec) != "-" and get_runtime(runtime_name).pulls else None
+    )
     reference = image_for(stack.spec, source, image_option(image))
     if image is None and "@" in reference:
         typer.echo(f"image pinned by {pin_path(spec or Path())}: {reference}", err=True)

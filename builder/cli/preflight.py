@@ -9,18 +9,24 @@ from typing import Annotated, Optional
 
 import typer
 
+from builder import (
+    MAX_REHEARSAL_NODES,
+    ClusterPreflight,
+    PreflightSettings,
+    Ssh,
+    connect,
+    preflight_table,
+    rehearsed_preflight,
+)
 from builder.cli.app import app, say_error
 from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import ImageOpt, PresetOpt, SpecArg, plan_image, stack_of
-from builder.engine.docker import connect
 from builder.errors import PreflightFailed, UsageError
-from builder.preflight.cluster import ClusterPreflight, Ssh
-from builder.preflight.probe import BUDGET, QUICK_BUDGET, THRESHOLD, Settings
-from builder.preflight.rehearsal import rehearsed_preflight
-from builder.preflight.show import table
-from builder.rehearse.run import MAX_NODES
+
+DEFAULTS = PreflightSettings()
+QUICK = PreflightSettings(quick=True)
 
 
 @app.command()
@@ -44,8 +50,9 @@ def preflight(
         Optional[float],  # noqa: UP045
         typer.Option(
             "--budget",
-            help=f"Seconds for all measurements (default {BUDGET:g}, {QUICK_BUDGET:g} with "
-            "--quick); the launch gets 120 s more before it counts as hung.",
+            help=f"Seconds for all measurements (default {DEFAULTS.seconds:g}, "
+            f"{QUICK.seconds:g} with --quick); the launch gets 120 s more before it counts "
+            "as hung.",
             show_default=False,
         ),
     ] = None,
@@ -56,7 +63,7 @@ def preflight(
             help="A node this fraction below the median of the other nodes (matmul, memory "
             "copy, link) is named as a straggler.",
         ),
-    ] = THRESHOLD,
+    ] = DEFAULTS.threshold,
     ssh_config: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--ssh-config", help="ssh config file for reaching the nodes (ssh -F)."),
@@ -78,7 +85,7 @@ def preflight(
 ) -> None:
     """Prove the cluster before the run: devices, compute, memory, links, all-reduce,
     transport and environment, node by node, through the stack's own launch plan."""
-    settings = Settings(quick=quick, budget=budget, threshold=threshold)
+    settings = PreflightSettings(quick=quick, budget=budget, threshold=threshold)
     check_options(rehearse=rehearse, nodes=nodes, cluster_dir=cluster_dir,
                   ssh_config=ssh_config, dry_run=dry_run)  # fmt: skip
     stack = stack_of(spec, preset)
@@ -108,7 +115,7 @@ def preflight(
         result = run.run()
     set_result(result.as_data())
     if not as_json:
-        typer.echo(table(result), nl=False)
+        typer.echo(preflight_table(result), nl=False)
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.phases)
         typer.echo(f"phases: {phases}")
     warnings = [f for f in result.findings if f.severity == "warn"]
@@ -140,8 +147,8 @@ def check_options(
                 )
         if dry_run:
             raise UsageError("--dry-run prints the plan for the real nodes; leave out --rehearse")
-        if nodes is not None and not 1 <= nodes <= MAX_NODES:
-            raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
+        if nodes is not None and not 1 <= nodes <= MAX_REHEARSAL_NODES:
+            raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_REHEARSAL_NODES} nodes")
     elif nodes is not None:
         raise UsageError(
             "--nodes sets the size of a --rehearse cluster; the real nodes are launch.nodes"

@@ -8,6 +8,15 @@ from typing import Annotated, Optional
 
 import typer
 
+from builder import (
+    MAX_REHEARSAL_NODES,
+    connect,
+    get_launcher,
+    launcher_names,
+    rank_table,
+    rehearsal_launchers,
+)
+from builder import rehearse as run_rehearsal
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, set_result
 
@@ -22,12 +31,7 @@ from builder.cli.options import (
     stack_of,
     text_option,
 )
-from builder.engine.docker import connect
 from builder.errors import RehearsalFailed, UsageError
-from builder.launch import launchers
-from builder.rehearse.report import rank_table
-from builder.rehearse.run import MAX_NODES, rehearsal_launchers
-from builder.rehearse.run import rehearse as run_rehearsal
 
 
 @app.command()
@@ -101,7 +105,7 @@ def rehearse(
 
 def _why_not_rehearsed(name: str) -> str:
     """Why a launcher of the spec cannot be rehearsed here (its own reason), or nothing."""
-    return f" ({launchers.get(name).rehearsal})" if name in launchers.names() else ""
+    return f" ({get_launcher(name).rehearsal})" if name in launcher_names() else ""
 
 
 def check_options(
@@ -115,8 +119,8 @@ def check_options(
 ) -> None:
     """What the options can get wrong on their own, refused before the engine is asked."""
     image_option(image)
-    if not 1 <= nodes <= MAX_NODES:
-        raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
+    if not 1 <= nodes <= MAX_REHEARSAL_NODES:
+        raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_REHEARSAL_NODES} nodes")
     if launcher is not None and launcher not in rehearsal_launchers():
         choice(launcher, "--launcher", rehearsal_launchers())
     if not (math.isfinite(timeout) and timeout > 0):

@@ -11,6 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from builder import (
+    preset_summaries,
+    preset_text,
+    primary_output,
+    render_outputs,
+    spec_json_schema,
+    write_files,
+)
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
 from builder.cli.options import (
@@ -33,10 +41,6 @@ from builder.cli.options import (
     print_or_write,
     stack_of,
 )
-from builder.image.context import primary_output, render_outputs
-from builder.output import write_files
-from builder.spec.presets import preset_summaries, preset_text
-from builder.spec.records import spec_json_schema
 
 
 @app.command()

@@ -40,3 +40,11 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.chdir(tmp_path)
     exec(compile(example, "README example", "exec"), {})
     assert (tmp_path / "cluster" / "launch.sh").is_file()
+
+
+def test_every_public_name_is_in_the_readme() -> None:
+    section = README.split("### Python API", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        name for name in builder.__all__ if name != "__version__" and f"`{name}" not in section
+    ]
+    assert not missing, f"README's Python API does not list {missing}"
