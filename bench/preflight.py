@@ -42,7 +42,7 @@ def preflight(image: str) -> tuple[float, dict[str, object]]:
     wall = time.perf_counter() - start
     if proc.returncode not in (PASSED, FOUND):
         raise BenchError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall, json.loads(proc.stdout)
+    return wall, json.loads(proc.stdout)["result"]
 
 
 def measure(args: argparse.Namespace, _scratch: Path) -> None:

@@ -42,7 +42,7 @@ def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, fl
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise BenchError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall, json.loads(proc.stdout)["phases"]
+    return wall, json.loads(proc.stdout)["result"]["phases"]
 
 
 def measure(args: argparse.Namespace, _scratch: Path) -> None:

@@ -25,9 +25,14 @@ if TYPE_CHECKING:
     )
     from builder.cluster.keys import make_keys
     from builder.cluster.nodelist import expand_nodelist
+    from builder.cluster.ssh import Ssh
     from builder.engine.build import build_image
     from builder.engine.docker import connect
-    from builder.engine.push import pull_image, push_image
+    from builder.engine.images import inspect_image
+    from builder.engine.images import report_text as image_report_text
+    from builder.engine.progress import progress_for
+    from builder.engine.push import pull_image, push_and_record, push_image
+    from builder.engine.ship import NodeImage, Shipment, check_images, ship_image
     from builder.errors import BuilderError, SpecError
     from builder.fingerprint.compare import difference_table, differences
     from builder.fingerprint.record import Fingerprint
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
     )
     from builder.image.context import FORMATS as RENDER_FORMATS
     from builder.image.context import primary_output, render_outputs
-    from builder.image.inputs import BuildInputs, load_inputs
+    from builder.image.inputs import BuildInputs, load_inputs, with_base
     from builder.image.pin import image_for, pin_path, read_pin, write_pin
     from builder.image.recipe import Recipe, image_recipe, spec_hash
     from builder.image.registry import Pushed
@@ -63,7 +68,7 @@ if TYPE_CHECKING:
     from builder.lock.file import lock_path
     from builder.lock.take import take_lock
     from builder.output import OutputFile, write_files
-    from builder.preflight.cluster import ClusterPreflight, Ssh
+    from builder.preflight.cluster import ClusterPreflight
     from builder.preflight.probe import Settings as PreflightSettings
     from builder.preflight.rehearsal import rehearsed_preflight
     from builder.preflight.report import Preflight
@@ -115,6 +120,7 @@ _EXPORTS = {
     "RENDER_FORMATS": "builder.image.context",
     "BuildInputs": "builder.image.inputs",
     "load_inputs": "builder.image.inputs",
+    "with_base": "builder.image.inputs",
     "OutputFile": "builder.output",
     "write_files": "builder.output",
     "lint_stack": "builder.lint",
@@ -122,8 +128,16 @@ _EXPORTS = {
     # images in the engine, and their digests
     "connect": "builder.engine.docker",
     "build_image": "builder.engine.build",
+    "progress_for": "builder.engine.progress",
+    "inspect_image": "builder.engine.images",
+    "image_report_text": "builder.engine.images",
     "push_image": "builder.engine.push",
+    "push_and_record": "builder.engine.push",
     "pull_image": "builder.engine.push",
+    "ship_image": "builder.engine.ship",
+    "check_images": "builder.engine.ship",
+    "Shipment": "builder.engine.ship",
+    "NodeImage": "builder.engine.ship",
     "Pushed": "builder.image.registry",
     "image_for": "builder.image.pin",
     "read_pin": "builder.image.pin",
@@ -151,7 +165,7 @@ _EXPORTS = {
     "deepspeed_env_text": "builder.cluster.dsenv",
     "dsenv_for": "builder.cluster.dsenv",
     "parse_assignments": "builder.cluster.dsenv",
-    "Ssh": "builder.preflight.cluster",
+    "Ssh": "builder.cluster.ssh",
     # rehearsal and preflight
     "rehearse": "builder.rehearse.run",
     "rehearsal_launchers": "builder.rehearse.run",
@@ -189,6 +203,7 @@ _RENAMED = {
     "check_locked_base": "check_base",
     "MAX_REHEARSAL_NODES": "MAX_NODES",
     "preflight_table": "table",
+    "image_report_text": "report_text",
 }
 """Public names that differ from the name in their module."""
 
@@ -206,17 +221,20 @@ __all__ = [
     "Fingerprint",
     "Host",
     "LaunchPlan",
+    "NodeImage",
     "OutputFile",
     "Preflight",
     "PreflightSettings",
     "Pushed",
     "Recipe",
+    "Shipment",
     "Spec",
     "SpecError",
     "Ssh",
     "Stack",
     "__version__",
     "build_image",
+    "check_images",
     "check_locked_base",
     "choose_hosts",
     "connect",
@@ -232,6 +250,8 @@ __all__ = [
     "hosts_from_nodes",
     "image_for",
     "image_recipe",
+    "image_report_text",
+    "inspect_image",
     "is_lock_reference",
     "launch_plan",
     "launcher_names",
@@ -257,7 +277,9 @@ __all__ = [
     "preset_summaries",
     "preset_text",
     "primary_output",
+    "progress_for",
     "pull_image",
+    "push_and_record",
     "push_image",
     "rank_table",
     "read_hostfile",
@@ -270,11 +292,13 @@ __all__ = [
     "render_outputs",
     "sarif_text",
     "sbatch_script",
+    "ship_image",
     "sif_build_argv",
     "spec_from_dict",
     "spec_hash",
     "spec_json_schema",
     "take_lock",
+    "with_base",
     "with_image",
     "with_lock",
     "write_bundle",

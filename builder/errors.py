@@ -157,6 +157,13 @@ class UnknownDigest(BuilderError):
     exit_code = 19
 
 
+class TransferFailed(BuilderError):
+    """A node did not get the image (builder ship): its load failed, or what arrived is
+    another image."""
+
+    exit_code = 20
+
+
 class Interrupted(BuilderError):
     """The user pressed Ctrl-C; whatever was under way was stopped cleanly."""
 
@@ -181,6 +188,7 @@ EXIT_CODES: dict[str, int] = {
         RegistryUnreachable,
         RegistryRefused,
         UnknownDigest,
+        TransferFailed,
         Interrupted,
     )
 }

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     # images in the engine
     "build": "image",
     "push": "image",
+    "ship": "image",
     "inspect": "image",
     # running it on a cluster
     "hostfile": "cluster",

@@ -1,18 +1,32 @@
-"""Commands about images in the engine: build, push, inspect."""
+"""Commands about images: build, push, ship (to the nodes without a registry), inspect."""
 
 from __future__ import annotations
 
-import json
+from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from builder import (
+    Ssh,
+    build_image,
+    check_images,
+    connect,
+    get_runtime,
+    hosts_from_nodes,
+    image_report_text,
+    inspect_image,
+    progress_for,
+    push_and_record,
+    ship_image,
+    with_base,
+)
 from builder.cli.app import app
+from builder.cli.envelope import JsonOpt, set_result
 from builder.cli.options import (
     PROGRESS,
     BaseImageOpt,
     CaBundleOpt,
-    JsonOpt,
     NoLockOpt,
     PipExtraOpt,
     PipIndexOpt,
@@ -27,23 +41,14 @@ from builder.cli.options import (
     inputs_of,
     key_values,
     locked,
+    spec_file,
     stack_of,
 )
-from builder.engine.build import build_image
-from builder.engine.docker import connect
-from builder.engine.images import inspect_image, report_text
-from builder.engine.progress import progress_for
-from builder.engine.push import push_image
-from builder.errors import NotInEngine, UsageError
-from builder.image.inputs import with_base
-from builder.image.pin import write_pin
-from builder.spec.loader import load_spec
+from builder.errors import DriftFound, NotInEngine, TransferFailed, UsageError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from builder import Pushed
     from builder.engine.base import Engine
-    from builder.image.registry import Pushed
 
 
 @app.command()
@@ -73,6 +78,7 @@ def build(
             "--push", help="Then push it (as `builder push`) and record its digest (stack.digest)."
         ),
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Build the image through the Docker engine; tag it only if every step succeeds.
 
@@ -97,9 +103,13 @@ def build(
         nocache=no_cache,
         progress=shown_as,
     )
-    typer.echo(result.reference)
+    typer.echo(result.reference, err=as_json)
+    data: dict[str, object] = {"reference": result.reference, "image_id": result.image_id}
     if push:
-        _push(engine, result.reference, spec)
+        pushed, record = _push(engine, result.reference, spec)
+        data |= {"digest": pushed.digest, "pinned": pushed.pinned,
+                 "record": None if record is None else str(record)}  # fmt: skip
+    set_result(data)
 
 
 @app.command()
@@ -122,31 +132,95 @@ def push(
     if not engine.exists(reference):
         raise NotInEngine(f"image {reference} is not in the local engine: build it first")
     pushed, record = _push(engine, reference, spec)
-    if as_json:
-        data = {"reference": pushed.reference, "digest": pushed.digest, "pinned": pushed.pinned,
-                "record": None if record is None else str(record)}  # fmt: skip
-        typer.echo(json.dumps(data, indent=2))
-    else:
-        typer.echo(pushed.pinned)
+    set_result(
+        {
+            "reference": pushed.reference,
+            "digest": pushed.digest,
+            "pinned": pushed.pinned,
+            "record": None if record is None else str(record),
+        }
+    )
+    typer.echo(pushed.pinned, err=as_json)
 
 
 def _push(engine: Engine, reference: str, spec: Path | None) -> tuple[Pushed, Path | None]:
     """Push reference (progress on stderr) and record its digest beside a spec file."""
-    pushed = push_image(engine, reference, lambda line: typer.echo(line, err=True))
-    record = None
-    if spec is None or str(spec) == "-":
+    source = spec_file(spec)
+    pushed, record = push_and_record(
+        engine, reference, source, lambda line: typer.echo(line, err=True)
+    )
+    if source is None:
         typer.echo(f"pushed {pushed.pinned} (no spec file: nothing recorded)", err=True)
-    elif spec_reference(spec) == reference:
-        record = write_pin(spec, pushed)
+    elif record is not None:
         typer.echo(f"pushed {pushed.pinned}; recorded in {record}", err=True)
     else:  # the spec's own name:tag is what its record pins; another push leaves it
         typer.echo(f"pushed {pushed.pinned} (not the spec's name:tag: nothing recorded)", err=True)
     return pushed, record
 
 
-def spec_reference(spec: Path) -> str:
-    found = load_spec(spec).spec.image
-    return f"{found.name}:{found.tag}"
+@app.command()
+def ship(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--image", help="name:tag to send (default: the spec's name:tag)."),
+    ] = None,
+    ssh_config: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--ssh-config", help="ssh -F file (default: your own ssh config)."),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Send nothing: name the nodes without the image.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Send it also to nodes that already have it.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put the built image on every node without a registry: docker save here, docker load
+    on each node (ssh NODE, in parallel) that lacks it, its image id checked on arrival.
+
+    --check compares each node's image id with this engine's and exits 13 when one
+    differs or lacks it."""
+    stack = stack_of(spec, preset)
+    reference = image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    if "@" in reference:
+        raise UsageError(
+            f"--image {reference}: ship a name:tag; `docker load` keeps tags, not registry digests"
+        )
+    why = get_runtime(stack.spec.launch.runtime).not_shipped
+    if why:
+        raise UsageError(f"launch.runtime {stack.spec.launch.runtime}: {why}")
+    if check and force:
+        raise UsageError("--check sends nothing; --force sends to every node: give one of them")
+    if ssh_config is not None and not ssh_config.is_file():
+        raise UsageError(f"--ssh-config {ssh_config}: no such file")
+    names = [host.name for host in hosts_from_nodes(stack.spec.launch.nodes, 1)]
+    engine = connect()  # every option is checked before the engine is asked
+    ssh = Ssh(ssh_config)
+    if check:
+        shipment = check_images(engine, reference, names, ssh)
+    else:
+        say = lambda line: typer.echo(line, err=True)  # noqa: E731
+        shipment = ship_image(engine, reference, names, ssh, force=force, say=say)
+    set_result(shipment.as_data())
+    for row in shipment.nodes:
+        id_ = (row.image_id or "-").removeprefix("sha256:")[:12]
+        seconds = f"{row.seconds:.1f} s" if row.state == "sent" else ""
+        typer.echo(f"{row.node}\t{row.state}\t{id_}\t{seconds}\t{row.detail}".rstrip(),
+                   err=as_json)  # fmt: skip
+    problems = "\n".join(f"- {line}" for line in shipment.problems())
+    if not shipment.ok and check:
+        raise DriftFound(f"{reference} is not on every node as built here:\n{problems}")
+    if not shipment.ok:
+        raise TransferFailed(f"{reference} did not reach every node:\n{problems}")
+    sent = sum(row.state == "sent" for row in shipment.nodes)
+    said = "all have it" if check else f"sent to {sent}, checked on arrival"
+    typer.echo(
+        f"ok: {reference} ({shipment.image_id}) on all {len(shipment.nodes)} nodes ({said})",
+        err=True,
+    )
 
 
 @app.command()
@@ -156,4 +230,6 @@ def inspect(
 ) -> None:
     """Show which spec built an image (labels, spec hash), its size and layers."""
     report = inspect_image(image_option(image, "IMAGE") or image)
-    typer.echo(json.dumps(report, indent=2) if as_json else report_text(report))
+    set_result(report)
+    if not as_json:
+        typer.echo(image_report_text(report))

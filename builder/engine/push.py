@@ -12,10 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, shown
+from builder.image.pin import write_pin
 from builder.image.registry import DIGEST, Pushed
+from builder.spec.loader import load_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from builder.engine.base import Engine
 
@@ -49,6 +52,24 @@ def push_image(
             f"the push of {reference} ended without the registry's digest; push it again"
         )
     return Pushed(reference, digest)
+
+
+def push_and_record(
+    engine: Engine,
+    reference: str,
+    spec_path: Path | None,
+    on_line: Callable[[str], None] = lambda _: None,
+) -> tuple[Pushed, Path | None]:
+    """Push reference and, when it is the spec file's own name:tag, record its digest
+    beside the spec (stack.digest), which launch, bundle, slurm and preflight then pin;
+    (the push, the record written or None: no spec file, or another name:tag)."""
+    pushed = push_image(engine, reference, on_line)
+    if spec_path is None:
+        return pushed, None
+    image = load_spec(spec_path).spec.image
+    if f"{image.name}:{image.tag}" != reference:
+        return pushed, None
+    return pushed, write_pin(spec_path, pushed)
 
 
 def pull_image(

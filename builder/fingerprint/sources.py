@@ -86,6 +86,7 @@ IMAGE = "image"
 
 
 def with_image(found: Fingerprint, image_id: str) -> Fingerprint:
+    """found, with the id of the image it runs (verify compares it too)."""
     return Fingerprint(found.source, {**found.data, IMAGE: image_id})
 
 

@@ -118,6 +118,8 @@ class Runtime:
     pulls: ClassVar[bool] = True
     """Its nodes fetch the image by reference (a digest pins it); Apptainer runs a SIF
     file built from the image, named after its tag."""
+    not_shipped: ClassVar[str] = ""
+    """Why `builder ship` (docker load on every node) does not apply, where it does not."""
 
     def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
         """Where a command of this runtime sees the cluster folder."""
@@ -158,7 +160,7 @@ class Runtime:
         """Paths each node's host must have before the run starts there."""
         return setup.host_paths
 
-    def where(self, image: str) -> str:
+    def where(self, setup: Setup) -> str:
         """Where the command runs, for people to read."""
         raise NotImplementedError
 
@@ -222,8 +224,8 @@ class Docker(Runtime):
             return ContainerRemove(action.name)
         return None
 
-    def where(self, image: str) -> str:
-        return f"in a docker container of {image}"
+    def where(self, setup: Setup) -> str:
+        return f"in a docker container of {setup.image}"
 
     def purpose(self, launcher: str) -> str:
         return f"the node's container runs {launcher}"
@@ -236,11 +238,15 @@ def _with_env(start: ContainerStart, env: Env) -> ContainerStart:
 class Apptainer(Runtime):
     name = "apptainer"
     pulls = False
+    not_shipped = (
+        "its nodes run a SIF file, not a docker image: build it once onto shared storage "
+        "(`builder sif IMAGE -o /shared/NAME.sif`) and set launch.sif to that path"
+    )
 
     def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
         return ApptainerExec(
             program=self.name,
-            sif=sif_name(setup.image),
+            sif=setup.spec.launch.sif or sif_name(setup.image),
             command=command.argv,
             flags=platforms.get(setup.spec.image.accelerator).apptainer_flags,
             binds=setup.binds,
@@ -257,8 +263,12 @@ class Apptainer(Runtime):
         prefix = ApptainerExec(self.name, "", ()).env_prefix
         return tuple((f"{prefix}{key}", value) for key, value in setup.env)
 
-    def where(self, image: str) -> str:
-        return f"in {self.name} ({sif_name(image)})"
+    def host_paths(self, setup: Setup) -> tuple[str, ...]:
+        sif = setup.spec.launch.sif
+        return (*setup.host_paths, sif) if sif else setup.host_paths
+
+    def where(self, setup: Setup) -> str:
+        return f"in {self.name} ({setup.spec.launch.sif or sif_name(setup.image)})"
 
     def purpose(self, launcher: str) -> str:
         return f"{launcher} in {self.name}"
@@ -276,6 +286,7 @@ class Bare(Runtime):
     name = "none"
     serves_ssh = True
     isolated = False
+    not_shipped = "its nodes run their own environment, not an image"
 
     def cluster_path(self, cluster_dir: str) -> str:
         return cluster_dir
@@ -298,7 +309,7 @@ class Bare(Runtime):
         folders = [path for path in (launch.code, launch.cache) if path]
         return tuple(folders + ([script] if script else []))
 
-    def where(self, image: str) -> str:  # noqa: ARG002
+    def where(self, setup: Setup) -> str:  # noqa: ARG002
         return "directly on the node (the image is its environment)"
 
     def purpose(self, launcher: str) -> str:

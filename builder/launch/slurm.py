@@ -151,7 +151,7 @@ def sbatch_script(
             "options": options,
             "cpus": str(launch.slurm.cpus_per_task),
             "header": _comment(HEADER.format(source=source)),
-            "where": _comment(run.where(image)),
+            "where": _comment(run.where(setup)),
             "port": shell_word(str(launch.master_port)),
             "exports": [_assignment(key, value) for key, value in exports],
             "command": shell_line([*checked, *action.argv()]),

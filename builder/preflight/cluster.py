@@ -14,18 +14,15 @@ stopped and removed, on failure and on Ctrl-C too.
 
 from __future__ import annotations
 
-import shlex
-import subprocess
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
+from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
-from builder.errors import Interrupted, NodeUnreachable, ToolMissing, UsageError, shown
+from builder.errors import Interrupted, UsageError, shown
 from builder.launch.bundle import launch_script, needed_files, write_bundle
 from builder.launch.plan import launch_plan
 from builder.launch.runtimes import runtime
@@ -38,7 +35,7 @@ from builder.rehearse.ssh import node_lines, pdsh_failures
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable
     from pathlib import Path
 
     from builder.launch.plan import LaunchPlan
@@ -72,93 +69,6 @@ def preflight_spec(spec: Spec, cluster_dir: str, settings: Settings) -> Spec:
     args = probe_args(spec.image.accelerator, launch.slots, settings)
     probe = replace(launch, script=script, args=args, mounts=mounts)
     return replace(spec, name=f"{spec.name}-preflight", launch=probe)
-
-
-@dataclass(frozen=True)
-class Ssh:
-    """This machine's ssh to the nodes: batch mode (no password prompt), a connect
-    timeout, and the user's own config unless one is named."""
-
-    config: Path | None = None
-    connect_timeout: int = CONNECT_TIMEOUT
-
-    def argv(self, node: str, command: Sequence[str], *, tty: bool = False) -> list[str]:
-        """ssh running command on node (tty: in a terminal of its own, whose hangup, when
-        this ssh ends, reaches the command as it reaches a user's: launch.sh's trap then
-        runs the plan's stop)."""
-        argv = ["ssh", "-tt"] if tty else ["ssh"]
-        if self.config is not None:
-            argv += ["-F", str(self.config)]
-        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
-        return [*argv, node, shlex.join(command)]
-
-
-class Nodes:
-    """Commands on the nodes, in parallel, each with its output and exit code; every ssh
-    process still running is ended on the way out."""
-
-    def __init__(self, ssh: Ssh, say: Callable[[str], None]) -> None:
-        self.ssh = ssh
-        self.say = say
-        self.running: list[subprocess.Popen[str]] = []
-        self.lock = threading.Lock()
-        self.stopping = False
-
-    def run(
-        self, commands: Mapping[str, Sequence[str]], timeout: float, *, tty: bool = False
-    ) -> dict[str, tuple[int | None, str]]:
-        """{node: (exit code, or None when it ran past timeout; output)}."""
-        if not commands:
-            return {}
-        pool = ThreadPoolExecutor(max_workers=min(32, len(commands)))
-        futures = {
-            node: pool.submit(self._one, node, command, timeout, tty)
-            for node, command in commands.items()
-        }
-        try:
-            return {node: future.result() for node, future in futures.items()}
-        except BaseException:  # Ctrl-C: no ssh of ours starts after it or outlives it
-            self.end()
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            self.stopping = False
-
-    def _one(
-        self, node: str, command: Sequence[str], timeout: float, tty: bool
-    ) -> tuple[int | None, str]:
-        argv = self.ssh.argv(node, command, tty=tty)
-        with self.lock:
-            if self.stopping:
-                return None, "not started: preflight was stopping"
-            try:
-                process = subprocess.Popen(  # an argv list, no shell here
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                )
-            except OSError as exc:
-                raise ToolMissing(f"cannot run ssh to reach {node}: {exc}") from None
-            self.running.append(process)
-        try:
-            output, _ = process.communicate(timeout=timeout)
-            code: int | None = process.returncode
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code, output = None, _drain(process)
-        finally:
-            with self.lock:
-                self.running.remove(process)
-        return code, output.replace("\r\n", "\n")  # a terminal's line ends
-
-    def end(self) -> None:
-        with self.lock:
-            self.stopping = True
-            for process in self.running:
-                process.kill()
 
 
 def check_bundle(spec: Spec, cluster_dir: Path) -> None:
@@ -267,23 +177,7 @@ class ClusterPreflight:
 
     def reach(self) -> None:
         """Every node answers over ssh; else nothing is written or started."""
-        answers = self.nodes.run(
-            dict.fromkeys(self.plan.nodes, ("true",)), self.nodes.ssh.connect_timeout + 20.0
-        )
-        unreachable = [
-            f"{node}: {_ssh_failure(code, output)}"
-            for node, (code, output) in answers.items()
-            if code != 0
-        ]
-        if unreachable:
-            raise NodeUnreachable(
-                "preflight reaches every node with this machine's ssh (`ssh NODE`), and "
-                f"{len(unreachable)} of {len(answers)} did not answer; nothing was written or "
-                "started:\n"
-                + "\n".join(f"  - {line}" for line in unreachable)
-                + "\nCheck the names in launch.nodes, your ssh keys and config (or give "
-                "--ssh-config FILE)"
-            )
+        reach(self.nodes, self.plan.nodes, "preflight", "nothing was written or started")
         self.phase("nodes reached")
 
     def check_folder(self) -> None:
@@ -380,18 +274,3 @@ class ClusterPreflight:
                 if code != 0 and "No such container" not in output:
                     self.say(f"{node}: removing the preflight's container failed: {tail(output)}")
             self.phase("cleanup")
-
-
-def _drain(process: subprocess.Popen[str]) -> str:
-    """What a killed ssh printed (not waiting on a child of its that keeps the pipe)."""
-    try:
-        return process.communicate(timeout=10)[0] or ""
-    except subprocess.TimeoutExpired:
-        return ""
-
-
-def _ssh_failure(code: int | None, output: str) -> str:
-    if code is None:
-        return "ssh did not finish connecting in time"
-    last = output.strip().splitlines()[-1:] or ["no message"]
-    return f"ssh exit {code}: {last[0][:300]}"

@@ -83,6 +83,14 @@ def _shared_path(path: str) -> str:
     return path
 
 
+def _sif_path(path: str) -> str:
+    # The SIF on shared storage: one file every node reads (Apptainer's runtimes only).
+    _shared_path(path)
+    if not path.endswith(".sif") or path.endswith("/.sif"):
+        raise ValueError(f"{path!r}: name the SIF file itself (a path ending in NAME.sif)")
+    return path
+
+
 def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
     # Install order does not matter to apt or pip; sorting makes the image
     # hash independent of how the list was written.
@@ -306,6 +314,15 @@ class LaunchSpec:
             "Host folder for caches on shared storage, at the same path on every node: "
             "mounted at that path, with HF_HOME, TORCH_HOME and TRITON_CACHE_DIR set to "
             "subfolders of it."
+        ),
+    )
+    sif: str | None = field(
+        None,
+        check=_sif_path,
+        description=(
+            "Runtime apptainer/singularity: the SIF on shared storage, at the same path on "
+            "every node, built once (`builder sif IMAGE -o PATH`). Unset, each node runs "
+            "NAME-TAG.sif from the folder it starts in."
         ),
     )
     mounts: tuple[Mount, ...] = field((), description="Bind mounts.")

@@ -91,6 +91,7 @@ SPEC_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("rehearse", HOSTILE),
     ("preflight", HOSTILE),
     ("push", HOSTILE),
+    ("ship", HOSTILE),
     ("lock", HOSTILE),
     ("render", HOSTILE, "-o", "out"),
 )
@@ -229,6 +230,10 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("launch-not-mapping", GOOD + "launch: []\n", SPEC, "launch"),
     ("launcher-bogus", spec(launch="launcher: srun"), SPEC, "launch.launcher"),
     ("runtime-bogus", spec(launch="runtime: podman"), SPEC, "launch.runtime"),
+    ("sif-relative", spec(launch="sif: images/t.sif"), SPEC, "launch.sif"),
+    ("sif-not-a-sif", spec(launch="sif: /shared/images/"), SPEC, "launch.sif"),
+    ("sif-newline", spec(launch='sif: "/shared/t.sif\\n; id #.sif"'), SPEC, "launch.sif"),
+    ("sif-colon", spec(launch="sif: /shared/a:b.sif"), SPEC, "launch.sif"),
     ("nodes-empty", spec(launch="nodes: []"), SPEC, "launch.nodes"),
     ("nodes-newline", spec(launch='nodes: ["node1\\n"]'), SPEC, "launch.nodes[0]"),
     ("nodes-space", spec(launch='nodes: ["node1 n[1 ]"]'), SPEC, "launch.nodes[0]"),
@@ -1112,6 +1117,15 @@ case("push-image-newline", ("push", "--preset", "cpu-deepspeed", "--image", "a:1
      USAGE, "--image")  # fmt: skip
 case("push-image-digest", ("push", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
      USAGE, "digest")  # fmt: skip
+# --- ship: a name:tag to docker nodes; the nodes' runtime and ssh config are checked first -
+case("ship-image-newline", ("ship", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
+     USAGE, "--image")  # fmt: skip
+case("ship-image-digest", ("ship", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
+     USAGE, "digest")  # fmt: skip
+case("ship-check-and-force", "ship --preset cpu-deepspeed --check --force", USAGE, "--check")
+case("ship-ssh-config-missing", "ship --preset cpu-deepspeed --ssh-config nope", USAGE, "nope")
+case("ship-apptainer", ("ship", "spec.yaml"), USAGE, "launch.sif",
+     files={"spec.yaml": spec(launch="runtime: apptainer")})  # fmt: skip
 for name, record in (
     ("not-json", "{"),
     ("bad-digest", '{"schema": 1, "reference": "demo:latest", "digest": "sha256:1"}'),

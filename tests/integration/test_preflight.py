@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
+from builder.cluster.ssh import Ssh
 from builder.engine import connect
-from builder.preflight.cluster import ClusterPreflight, Ssh
+from builder.preflight.cluster import ClusterPreflight
 from builder.preflight.probe import Settings
 from builder.preflight.rehearsal import RehearsedPreflight
 from builder.rehearse.run import Rehearsal

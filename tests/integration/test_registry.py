@@ -106,7 +106,7 @@ def test_push_pin_pull_by_digest_and_rehearse_it(
         runner = CliRunner()
         result = runner.invoke(app, ["push", str(stack), "--json"])
         assert result.exit_code == 0, result.output
-        pushed = json.loads(result.stdout)
+        pushed = json.loads(result.stdout)["result"]
         assert pushed["digest"].startswith("sha256:")
         assert pushed["pinned"] == f"{name}@{pushed['digest']}"
         assert "Pushed" in result.stderr

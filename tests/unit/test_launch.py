@@ -12,6 +12,7 @@ from builder.cli import app
 from builder.errors import UsageError
 from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
 from builder.launch.plan import launch_plan
+from builder.launch.slurm import sbatch_script
 from builder.spec.loader import load_preset
 from builder.spec.records import Mount, Spec
 
@@ -182,6 +183,15 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
         "docker-daemon://team/train:1.0",
     ]
     assert sif_build_argv("localhost:5000/t:2", program="singularity")[0] == "singularity"
+    pinned = "localhost:5000/team/t@sha256:" + "ab" * 32
+    assert sif_build_argv(pinned) == [
+        "apptainer",
+        "build",
+        "t-abababababab.sif",
+        f"docker://{pinned}",
+    ]
+    with pytest.raises(UsageError, match="sha256"):
+        sif_build_argv("team/t@sha256:123")
     with pytest.raises(UsageError, match="has no tag"):
         sif_build_argv("localhost:5000/t")
     with pytest.raises(UsageError, match="has no tag"):
@@ -204,6 +214,27 @@ def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     assert run[run.index("torchrun") - 1] == "t-1.sif"
     singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
     assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.steps[0].argv
+
+
+def test_a_shared_sif_is_named_in_the_plan_the_checks_and_the_batch_script() -> None:
+    spec = load_preset("cuda-torchrun").spec
+    spec = replace(spec, launch=replace(spec.launch, sif="/shared/images/t-1.sif"))
+    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="apptainer")
+    argv = list(plan.steps[0].argv)
+    assert argv[argv.index("torchrun") - 1] == "/shared/images/t-1.sif"
+    assert "/shared/images/t-1.sif" in plan.host_paths  # launch.sh checks every node has it
+    script = sbatch_script(
+        spec, image="team/t:1", cluster_dir="/c", source="stack.yaml", runtime="apptainer"
+    )
+    assert "(/shared/images/t-1.sif)" in script
+    check = next(
+        line
+        for line in script.splitlines()
+        if "/shared/images/t-1.sif" in line and not line.startswith("#")
+    )
+    assert "torchrun" in check
+    docker = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="docker")
+    assert "/shared/images/t-1.sif" not in docker.host_paths  # only Apptainer reads it
 
 
 def test_mpirun_plan_needs_openmpi_and_ssh() -> None:

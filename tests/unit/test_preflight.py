@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
+from builder.cluster.ssh import Ssh
 from builder.errors import UsageError
 from builder.launch.plan import launch_plan
 from builder.payload.preflight import arguments
-from builder.preflight.cluster import MOUNT, ClusterPreflight, Ssh, check_bundle, preflight_spec
+from builder.preflight.cluster import MOUNT, ClusterPreflight, check_bundle, preflight_spec
 from builder.preflight.probe import MIN_BUDGET, Settings, expected_of, probe_args
 from builder.preflight.report import MARK, Expected, judge
 from builder.preflight.show import table

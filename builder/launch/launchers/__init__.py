@@ -32,6 +32,7 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> Launcher:
+    """The launcher called name."""
     return _by_name()[name]
 
 

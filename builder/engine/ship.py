@@ -1,0 +1,290 @@
+"""Getting the image onto every node without a registry: ``docker save`` here, once,
+streamed to ``docker load`` on every node that lacks it, over this machine's ssh, in
+parallel; then each node's image id is checked against this engine's.
+
+The id is the digest of the image's config, which names every layer's digest: the
+same bytes give the same id on every engine, so a node whose id matches runs what
+was built here. A node that already has it is not sent it again (unless forced).
+``docker load`` keeps the tag but not a registry digest, so a node loaded this way
+runs the plan's ``name:tag``; a plan pinned to ``name@sha256:...`` needs the
+registry (``builder push``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
+
+from builder.cluster.ssh import Nodes, Ssh, reach
+from builder.errors import Interrupted, ToolMissing, UsageError, shown
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from builder.engine.base import Engine
+
+INSPECT_TIMEOUT = 60.0
+LOAD_TIMEOUT = 600.0
+"""How long a node's ``docker load`` may take after the last byte reached it."""
+STATES = ("there", "sent", "missing", "differs", "failed")
+"""there: had it already; sent: loaded and checked; missing/differs (--check): lacks it or
+has another image under the tag; failed: could not be asked, or did not get it."""
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """What one node has under the reference, after a ship or a check."""
+
+    node: str
+    state: str
+    image_id: str | None
+    seconds: float = 0.0
+    detail: str = ""
+
+    def as_data(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "state": self.state,
+            "image_id": self.image_id,
+            "seconds": round(self.seconds, 2),
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """The image (this engine's id for it) and what every node has now."""
+
+    reference: str
+    image_id: str
+    nodes: tuple[NodeImage, ...]
+    sent_bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(node.state in ("there", "sent") for node in self.nodes)
+
+    def problems(self) -> list[str]:
+        """One line per node that does not have the image."""
+        return [
+            f"{n.node}: {n.detail or n.state}"
+            for n in self.nodes
+            if n.state not in ("there", "sent")
+        ]
+
+    def as_data(self) -> dict[str, object]:
+        return {
+            "reference": self.reference,
+            "image_id": self.image_id,
+            "ok": self.ok,
+            "sent_bytes": self.sent_bytes,
+            "seconds": round(self.seconds, 2),
+            "nodes": [node.as_data() for node in self.nodes],
+        }
+
+
+def check_images(
+    engine: Engine, reference: str, names: Sequence[str], ssh: Ssh | None = None
+) -> Shipment:
+    """Which nodes have this engine's image under reference (nothing is sent); each node
+    is reached with ssh (default: the user's own)."""
+    nodes = Nodes(ssh or Ssh(), lambda _: None)
+    image_id = _local_id(engine, reference)
+    reach(nodes, names, "builder ship", "nothing was checked")
+    found = node_ids(nodes, names, reference)
+    return Shipment(reference, image_id, tuple(_compared(n, v, image_id) for n, v in found.items()))
+
+
+def ship_image(
+    engine: Engine,
+    reference: str,
+    names: Sequence[str],
+    ssh: Ssh | None = None,
+    *,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _: None,
+) -> Shipment:
+    """Send reference to every node in names that lacks it (all of them with force) and
+    check each one's image id on arrival; each node is reached with ssh (default: the
+    user's own); progress goes to say."""
+    nodes = Nodes(ssh or Ssh(), say)
+    started = time.monotonic()
+    image_id = _local_id(engine, reference)
+    reach(nodes, names, "builder ship", "nothing was sent")
+    before = {n: _compared(n, v, image_id) for n, v in node_ids(nodes, names, reference).items()}
+    targets = [
+        n for n, row in before.items() if row.state != "failed" and (force or row.state != "there")
+    ]
+    say(
+        f"{reference} ({_short(image_id)}): {len(names) - len(targets)} of {len(names)} nodes "
+        f"have it{'' if not targets else f'; sending it to {len(targets)}'}"
+    )
+    sent, loads = _stream(engine, reference, nodes, targets, say) if targets else (0, {})
+    after = node_ids(nodes, targets, reference) if targets else {}
+    rows = []
+    for node, row in before.items():
+        if node not in loads:
+            rows.append(row)
+            continue
+        seconds, failure = loads[node]
+        arrived = after.get(node)
+        if failure:
+            rows.append(NodeImage(node, "failed", _id_of(arrived), seconds, failure))
+        elif _id_of(arrived) == image_id:
+            rows.append(NodeImage(node, "sent", image_id, seconds))
+        else:
+            what = f"arrived as {_id_of(arrived) or 'nothing'}, not {image_id}"
+            rows.append(NodeImage(node, "failed", _id_of(arrived), seconds, what))
+    return Shipment(reference, image_id, tuple(rows), sent, time.monotonic() - started)
+
+
+def node_ids(
+    nodes: Nodes, names: Sequence[str], reference: str
+) -> dict[str, str | Exception | None]:
+    """{node: its image id for reference, None when it has none, or why it could not say}."""
+    command = ("docker", "image", "inspect", "--format", "{{.Id}}", reference)
+    answers = nodes.run(dict.fromkeys(names, command), INSPECT_TIMEOUT)
+    found: dict[str, str | Exception | None] = {}
+    for node, (code, output) in answers.items():
+        last = (output.strip().splitlines() or [""])[-1].strip()
+        if code == 0 and last.startswith("sha256:"):
+            found[node] = last
+        elif code is not None and "no such image" in output.lower():
+            found[node] = None
+        else:
+            said = "did not answer in time" if code is None else f"exit {code}: {shown(last)}"
+            found[node] = RuntimeError(f"`docker image inspect` there failed ({said})")
+    return found
+
+
+def _compared(node: str, found: str | Exception | None, image_id: str) -> NodeImage:
+    if isinstance(found, Exception):
+        return NodeImage(node, "failed", None, detail=str(found))
+    if found is None:
+        return NodeImage(node, "missing", None, detail="has no image under this name")
+    if found != image_id:
+        return NodeImage(node, "differs", found, detail=f"runs {found} under this name")
+    return NodeImage(node, "there", found)
+
+
+def _id_of(found: str | None | Exception | None) -> str | None:
+    return found if isinstance(found, str) else None
+
+
+def _local_id(engine: Engine, reference: str) -> str:
+    if "@" in reference:
+        raise UsageError(
+            f"{shown(reference)}: ship a name:tag; `docker load` keeps tags, not registry "
+            "digests, so a node could not run it by digest"
+        )
+    return engine.image(reference).id  # NotInEngine when it was not built here
+
+
+def _short(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:12]
+
+
+class _Load:
+    """``ssh NODE docker load`` reading the stream, its output gathered on the side."""
+
+    def __init__(self, nodes: Nodes, node: str) -> None:
+        self.node = node
+        argv = nodes.ssh.argv(node, ["docker", "load"])
+        try:
+            self.process = subprocess.Popen(  # an argv list, no shell here
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        except OSError as exc:
+            raise ToolMissing(f"cannot run ssh to reach {node}: {exc}") from None
+        self.output = b""
+        self.failure = ""
+        self.started = time.monotonic()
+        self.ended = 0.0
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        stdout: IO[bytes] | None = self.process.stdout
+        if stdout is not None:
+            self.output = stdout.read()
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        assert self.process.stdin is not None
+        return self.process.stdin
+
+    def send(self, chunk: bytes) -> None:
+        if self.failure:
+            return
+        try:
+            self.stdin.write(chunk)
+        except (BrokenPipeError, OSError):
+            self.failure = "the connection closed while the image was being sent"
+
+    def finish(self) -> tuple[float, str]:
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        try:
+            code = self.process.wait(timeout=LOAD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = None
+        self.reader.join(timeout=10)
+        self._close()
+        said = self.output.decode(errors="replace").strip().splitlines()
+        if code != 0:
+            last = said[-1] if said else "no message"
+            ended = "did not end in time" if code is None else f"exit {code}"
+            self.failure = f"docker load there failed ({ended}): {shown(last)}"
+        return time.monotonic() - self.started, self.failure
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+        self.reader.join(timeout=10)
+        self._close()
+
+    def _close(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+def _stream(
+    engine: Engine,
+    reference: str,
+    nodes: Nodes,
+    targets: Sequence[str],
+    say: Callable[[str], None],
+) -> tuple[int, dict[str, tuple[float, str]]]:
+    """One ``docker save`` stream written to every target's ``docker load`` (at the pace
+    of the slowest); (bytes sent, {node: (seconds, failure or "")})."""
+    loads = [_Load(nodes, node) for node in targets]
+    sent, shown_at = 0, 0
+    try:
+        for chunk in engine.save(reference):
+            for load in loads:
+                load.send(chunk)
+            sent += len(chunk)
+            if sent - shown_at >= 256 << 20:
+                say(f"sent {sent >> 20} MiB to {sum(not load.failure for load in loads)} nodes")
+                shown_at = sent
+            if all(load.failure for load in loads):
+                break
+    except KeyboardInterrupt:
+        for load in loads:
+            load.kill()
+        raise Interrupted("ship interrupted; the nodes' docker load was stopped") from None
+    except BaseException:
+        for load in loads:
+            load.kill()
+        raise
+    say(f"sent {sent >> 20} MiB; waiting for docker load on {len(loads)} nodes")
+    return sent, {load.node: load.finish() for load in loads}

@@ -1,0 +1,206 @@
+"""`builder ship` against real parts: two more Docker engines on this machine stand for
+two nodes' engines (each in a network namespace of its own), reached with this machine's real ssh and sshd (each ssh host name
+sets DOCKER_HOST to its node's engine), so `docker save` here streams into a real
+`docker load` there, and the image ids are read back from those engines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from tests.conftest import real_tool
+from tests.integration.conftest import BASE_IMAGE
+from tests.integration.test_registry import free_port
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from builder.engine import DockerEngine
+
+pytestmark = pytest.mark.integration
+
+IMAGE = "builder-test/ship:it"
+NODES = ("node1", "node2")
+
+
+class Site:
+    """Two node engines, this machine's sshd, and the ssh config that reaches them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.sockets = {node: f"unix://{root}/{node}.sock" for node in NODES}
+        self.config = root / "ssh_config"
+
+    def start(self) -> None:
+        dockerd, unshare = real_tool("dockerd"), real_tool("unshare")
+        for node in NODES:
+            folder = self.root / node
+            folder.mkdir()
+            # a network namespace of its own: a dockerd with --bridge none deletes the
+            # host's docker0, which the machine's own engine needs
+            argv = [unshare, "--net", "--", dockerd, "--data-root", str(folder / "data"), "--exec-root",
+                    str(folder / "exec"), "--pidfile", str(folder / "pid"), "--host",
+                    self.sockets[node], "--bridge", "none", "--iptables=false",
+                    "--ip-masq=false"]  # fmt: skip
+            with (folder / "dockerd.log").open("wb") as log:  # the child keeps its own copy
+                self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log))
+        self._start_sshd()
+        deadline = time.monotonic() + 60
+        for node in NODES:
+            while self.docker(node, "version").returncode != 0:
+                assert time.monotonic() < deadline, (self.root / node / "dockerd.log").read_text()
+                time.sleep(0.5)
+
+    def _start_sshd(self) -> None:
+        sshd, keygen = real_tool("sshd"), real_tool("ssh-keygen")
+        for name in ("host", "user"):
+            subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)],
+                           check=True)  # fmt: skip
+        (self.root / "authorized_keys").write_text((self.root / "user.pub").read_text())
+        port = free_port()
+        sshd_config = self.root / "sshd_config"
+        sshd_config.write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {self.root}/host\n"
+            f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
+            f"StrictModes no\nUsePAM no\nAcceptEnv DOCKER_HOST\nPidFile {self.root}/sshd.pid\n"
+        )
+        self.processes.append(subprocess.Popen([sshd, "-D", "-e", "-f", str(sshd_config)],
+                                               stderr=subprocess.DEVNULL))  # fmt: skip
+        user = os.environ.get("USER") or "root"
+        hosts = [
+            f"Host {node}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+            f"  IdentityFile {self.root}/user\n  IdentitiesOnly yes\n"
+            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+            f"  SetEnv DOCKER_HOST={socket}\n"
+            for node, socket in {**self.sockets, "node3": f"unix://{self.root}/none.sock"}.items()
+        ]
+        self.config.write_text("".join(hosts))
+        deadline = time.monotonic() + 30
+        while self.ssh("node1", "true").returncode != 0:
+            assert time.monotonic() < deadline, "this machine's sshd did not answer"
+            time.sleep(0.3)
+
+    def ssh(self, node: str, *command: str) -> subprocess.CompletedProcess[str]:
+        argv = ["ssh", "-F", str(self.config), node, *command]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+
+    def docker(self, node: str, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = ["docker", "--host", self.sockets[node], *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+
+    def image_id(self, node: str) -> str | None:
+        found = self.docker(node, "image", "inspect", "--format", "{{.Id}}", IMAGE)
+        return found.stdout.strip() if found.returncode == 0 else None
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def site(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    real_tool("ssh")
+    engine.image(BASE_IMAGE)  # the small test base stands for the built image
+    subprocess.run(["docker", "tag", BASE_IMAGE, IMAGE], check=True)
+    site = Site(tmp_path_factory.mktemp("ship"))
+    try:
+        site.start()
+        yield site
+    finally:
+        site.stop()
+        subprocess.run(["docker", "rmi", IMAGE], capture_output=True, check=False)
+        shutil.rmtree(site.root, ignore_errors=True)
+
+
+def spec(tmp: Path, nodes: tuple[str, ...] = NODES) -> Path:
+    path = tmp / "stack.yaml"
+    name, tag = IMAGE.split(":")
+    path.write_text(
+        f"name: ship\nimage:\n  base: {BASE_IMAGE}\n  accelerator: cpu\n  torch: '2.13.0'\n"
+        f"  name: {name}\n  tag: {tag}\n"
+        f"launch:\n  launcher: torchrun\n  nodes: [{', '.join(nodes)}]\n"
+    )
+    return path
+
+
+def ship(site: Site, tmp: Path, *args: str, nodes: tuple[str, ...] = NODES) -> tuple[int, dict]:  # type: ignore[type-arg]
+    argv = ["ship", str(spec(tmp, nodes)), "--ssh-config", str(site.config), "--json", *args]
+    result = CliRunner().invoke(app, argv)
+    data = json.loads(result.stdout)
+    assert (data["schema"], data["command"]) == (1, "ship"), result.stdout
+    return result.exit_code, data
+
+
+def test_ship_sends_once_checks_ids_and_names_the_node_that_differs(
+    site: Site, engine: DockerEngine, tmp_path: Path
+) -> None:
+    local = engine.image(IMAGE).id
+    code, data = ship(site, tmp_path, "--check")
+    assert code == 13, data["error"]
+    assert [n["state"] for n in data["result"]["nodes"]] == ["missing", "missing"]
+
+    code, data = ship(site, tmp_path)
+    assert code == 0, data
+    result = data["result"]
+    assert [n["state"] for n in result["nodes"]] == ["sent", "sent"]
+    assert result["sent_bytes"] > 50 << 20  # the image's layers went over the wire
+    assert all(site.image_id(node) == local for node in NODES)  # the engines' own answer
+
+    code, data = ship(site, tmp_path)  # nothing new: nothing sent
+    assert (code, data["result"]["sent_bytes"]) == (0, 0), data
+    assert [n["state"] for n in data["result"]["nodes"]] == ["there", "there"]
+
+    # node2 gets another image under the same tag: --check names it, ship mends it
+    (tmp_path / "e.tar").write_bytes(b"\0" * 1024)  # an empty tar archive
+    other = site.docker("node2", "import", str(tmp_path / "e.tar"), IMAGE)
+    assert other.returncode == 0, other.stderr
+    code, data = ship(site, tmp_path, "--check")
+    assert code == 13, data
+    rows = {n["node"]: n for n in data["result"]["nodes"]}
+    assert rows["node1"]["state"] == "there"
+    assert rows["node2"]["state"] == "differs"
+    assert rows["node2"]["image_id"] != local
+    assert "node2" in data["error"]
+    assert "node1" not in data["error"]
+
+    code, data = ship(site, tmp_path)
+    assert code == 0, data
+    assert {n["node"]: n["state"] for n in data["result"]["nodes"]} == {
+        "node1": "there",
+        "node2": "sent",
+    }
+    assert site.image_id("node2") == local
+
+
+def test_a_node_that_cannot_load_is_named_and_an_unreachable_one_stops_everything(
+    site: Site, tmp_path: Path
+) -> None:
+    # node3's engine socket does not exist: its docker answers, but with an error
+    code, data = ship(site, tmp_path, nodes=("node1", "node3"))
+    assert code == 20, data
+    assert "node3" in data["error"]
+    assert "node1:" not in data["error"]
+    rows = {n["node"]: n["state"] for n in data["result"]["nodes"]}
+    assert rows["node1"] in ("there", "sent"), rows
+    assert rows["node3"] == "failed", rows
+
+    code, data = ship(site, tmp_path, nodes=("node1", "nowhere.invalid"))
+    assert code == 16, data
+    assert "nowhere.invalid" in data["error"]
+    assert "nothing was sent" in data["error"]

@@ -1,0 +1,120 @@
+"""builder ship's pure logic: what a node's `docker image inspect` answer means, the
+states, and what the CLI refuses before it reaches any node (the real transfer is in
+tests/integration/test_ship.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.cluster.ssh import Nodes, Ssh
+from builder.engine import ship
+from builder.engine.ship import NodeImage, Shipment, check_images, node_ids
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+ID = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+
+
+class Answers(Nodes):  # what check_images makes of the Ssh it is given
+    """Nodes whose commands answer from a table (no ssh)."""
+
+    def __init__(self, answers: Mapping[str, tuple[int | None, str]]) -> None:
+        super().__init__(Ssh(), lambda _: None)
+        self.answers = answers
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def run(
+        self, commands: Mapping[str, Sequence[str]], timeout: float, *, tty: bool = False
+    ) -> dict[str, tuple[int | None, str]]:
+        del timeout, tty
+        self.asked += [(node, tuple(command)) for node, command in commands.items()]
+        if all(tuple(c) == ("true",) for c in commands.values()):
+            return dict.fromkeys(commands, (0, ""))
+        return {node: self.answers[node] for node in commands}
+
+
+class Engine:
+    def image(self, reference: str) -> Any:
+        del reference
+        return type("Info", (), {"id": ID})
+
+
+def test_a_nodes_answer_becomes_its_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = Answers(
+        {
+            "a": (0, ID + "\n"),
+            "b": (0, OTHER + "\n"),
+            "c": (1, "Error: No such image: t:1\n"),
+            "d": (1, "Cannot connect to the Docker daemon at unix:///x.sock\n"),
+            "e": (None, ""),
+            "f": (127, "bash: docker: command not found\n"),
+        }
+    )
+    monkeypatch.setattr(ship, "Nodes", lambda *_: nodes)
+    found = check_images(cast("Any", Engine()), "t:1", list("abcdef"))
+    states = {row.node: row.state for row in found.nodes}
+    assert states == {
+        "a": "there",
+        "b": "differs",
+        "c": "missing",
+        "d": "failed",
+        "e": "failed",
+        "f": "failed",
+    }
+    assert not found.ok
+    problems = "\n".join(found.problems())
+    assert "Cannot connect to the Docker daemon" in problems
+    assert "command not found" in problems
+    assert "did not answer in time" in problems
+    assert OTHER in problems
+    assert not any(line.startswith("a:") for line in found.problems())
+    # the reference reaches the node as one argv word, through ssh's quoting
+    inspect = next(command for node, command in nodes.asked if command != ("true",))
+    assert inspect[-1] == "t:1"
+
+
+def test_node_ids_take_the_last_line() -> None:
+    nodes = Answers({"a": (0, "Warning: something\n" + ID + "\n")})
+    assert node_ids(nodes, ["a"], "t:1") == {"a": ID}
+
+
+def test_a_shipment_is_ok_only_when_every_node_has_the_image() -> None:
+    rows = (NodeImage("a", "there", ID), NodeImage("b", "sent", ID, 3.0))
+    assert Shipment("t:1", ID, rows).ok
+    assert Shipment("t:1", ID, (*rows, NodeImage("c", "failed", None, detail="x"))).problems() == [
+        "c: x"
+    ]
+    data = Shipment("t:1", ID, rows, 10, 1.234).as_data()
+    assert data["ok"] is True
+    assert data["seconds"] == 1.23
+
+
+@pytest.mark.parametrize(
+    ("launch", "argv", "says"),
+    [
+        ("runtime: apptainer", [], "launch.sif"),
+        ("runtime: none", [], "their own environment"),
+        ("runtime: docker", ["--image", "t@sha256:" + "a" * 64], "name:tag"),
+        ("runtime: docker", ["--check", "--force"], "--check"),
+        ("runtime: docker", ["--ssh-config", "/nonexistent/x"], "no such file"),
+        ("runtime: docker", ["--image", "t:1\n; id"], "--image"),
+    ],
+)
+def test_ship_refuses_before_reaching_a_node(
+    tmp_path: Path, launch: str, argv: list[str], says: str
+) -> None:
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(
+        "name: s\nimage:\n  base: debian:bookworm\n  accelerator: cpu\n  torch: '2.13.0'\n"
+        f"launch:\n  launcher: torchrun\n  {launch}\n"
+    )
+    result = CliRunner().invoke(app, ["ship", str(spec), *argv])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
