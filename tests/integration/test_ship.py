@@ -1,7 +1,8 @@
-"""`builder ship` against real parts: two more Docker engines on this machine stand for
-two nodes' engines (each in a network namespace of its own), reached with this machine's real ssh and sshd (each ssh host name
-sets DOCKER_HOST to its node's engine), so `docker save` here streams into a real
-`docker load` there, and the image ids are read back from those engines."""
+"""`builder ship` against real parts: two more Docker engines on this machine (each in a
+network namespace of its own) stand for two nodes' engines, reached with this machine's
+real ssh and sshd (each ssh host name sets DOCKER_HOST to its node's engine), so
+`docker save` here streams into a real `docker load` there, and the image ids are read
+back from those engines."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ class Site:
             folder.mkdir()
             # a network namespace of its own: a dockerd with --bridge none deletes the
             # host's docker0, which the machine's own engine needs
-            argv = [unshare, "--net", "--", dockerd, "--data-root", str(folder / "data"), "--exec-root",
-                    str(folder / "exec"), "--pidfile", str(folder / "pid"), "--host",
+            argv = [unshare, "--net", "--", dockerd, "--data-root", str(folder / "data"),
+                    "--exec-root", str(folder / "exec"), "--pidfile", str(folder / "pid"), "--host",
                     self.sockets[node], "--bridge", "none", "--iptables=false",
                     "--ip-masq=false"]  # fmt: skip
             with (folder / "dockerd.log").open("wb") as log:  # the child keeps its own copy
