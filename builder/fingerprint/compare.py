@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.record import Fingerprint
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ def flatten(data: dict[str, Any]) -> dict[str, tuple[str, str]]:
     for group, label in GROUPS.items():
         for name, value in (data.get(group) or {}).items():
             flat[f"{label} {name}"] = (group, str(value))
+    ops = data.get(deepspeed_ops.KEY)
+    if isinstance(ops, dict):
+        for name, text in deepspeed_ops.fields(ops).items():
+            flat[name] = (deepspeed_ops.KEY, text)
     return flat
 
 

@@ -3,7 +3,8 @@
 The collector (``payload/collect.py``) runs inside the environment (an image,
 a running container, or a node reached over ssh) with that environment's
 own python3 and returns OS release, Python, every Python package, Debian
-packages, the torch build, DeepSpeed, NCCL/HCCL, launch-relevant variables
+packages, the torch build, DeepSpeed and the ops it prebuilt (for which
+accelerator and GPU architectures), NCCL/HCCL, launch-relevant variables
 and pdsh/ssh versions. The spec hash label of the image is added from outside.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from builder import platforms
 from builder.errors import UsageError
+from builder.fingerprint import deepspeed_ops
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Fingerprint:
             ("os", d["os"].get("pretty_name", "?")),
             ("python", d["python"]),
             ("torch", f"{torch.get('version')} ({build})" if torch else "-"),
-            ("deepspeed", d.get("deepspeed") or "-"),
+            ("deepspeed", _deepspeed(d)),
             ("nccl", d.get("nccl") or "-"),
             ("hccl", d.get("hccl") or "-"),
             ("pdsh", d["tools"].get("pdsh") or "-"),
@@ -59,6 +61,16 @@ class Fingerprint:
         ]
         width = max(len(name) for name, _ in rows)
         return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
+
+
+def _deepspeed(data: dict[str, Any]) -> str:
+    """DeepSpeed's version and, where recorded, its prebuilt ops, on one line (the
+    summary's names stay as wide as they were)."""
+    version = data.get("deepspeed") or "-"
+    ops = data.get(deepspeed_ops.KEY)
+    if ops is None:
+        return str(version)
+    return f"{version}, prebuilt ops: {deepspeed_ops.summary(ops)}"
 
 
 def parse_collected(source: str, output: str, spec_hash: str | None) -> Fingerprint:

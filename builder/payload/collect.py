@@ -4,11 +4,14 @@ Python 3.8 syntax. It prints one JSON object on stdout.
 
 It never imports torch (seconds, and a GPU probe): the torch build is read
 from ``torch/version.py``, NCCL from its wheel or the shared library's name,
-Debian packages from dpkg's database.
+Debian packages from dpkg's database. Nor DeepSpeed (its package imports
+torch): the ops it prebuilt are read from the file its setup wrote,
+``deepspeed/git_version_info_installed.py``, as literals.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import platform
@@ -69,6 +72,59 @@ def torch_build() -> dict[str, object] | None:
     return {"version": value("__version__"), "cuda": value("cuda"), "hip": value("hip")}
 
 
+ARCH_VARIABLES = {"cuda": "TORCH_CUDA_ARCH_LIST", "rocm": "PYTORCH_ROCM_ARCH"}
+"""The image's GPU architectures for compiled ops (torch's and DeepSpeed's builders read them)."""
+
+
+def arch_list(value: str) -> list[str]:
+    """An architecture variable's entries ("8.0;9.0+PTX", or blank-separated), in order."""
+    found: list[str] = []
+    for entry in re.split(r"[;\s]+", value.strip()):
+        if entry and entry not in found:
+            found.append(entry)
+    return found
+
+
+def installed_info(path: Path) -> dict[str, object]:
+    """The literal assignments of DeepSpeed's git_version_info_installed.py (installed_ops,
+    accelerator_name, torch_info, version), read without running or importing it."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    found: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+    return found
+
+
+def deepspeed_ops(hip: bool) -> dict[str, object] | None:
+    """The ops DeepSpeed prebuilt at install (it uses them only on the accelerator they
+    were built for; others it compiles just in time), that accelerator, and the GPU
+    architectures the image targets. None without DeepSpeed; no ops where its install
+    recorded none (an old DeepSpeed has no such file)."""
+    spec = util.find_spec("deepspeed")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    info = installed_info(folder / "git_version_info_installed.py")
+    installed = info.get("installed_ops")
+    ops = sorted(str(k) for k, v in installed.items() if v) if isinstance(installed, dict) else []
+    accelerator = info.get("accelerator_name")
+    variable = ARCH_VARIABLES["rocm" if hip else "cuda"]
+    return {
+        "ops": ops,
+        "accelerator": str(accelerator) if accelerator else None,
+        "arch": arch_list(os.environ.get(variable, "")),
+    }
+
+
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package} ${Version}\n"]
 
 
@@ -115,13 +171,14 @@ def main() -> None:
     pkgs = packages()
     debs = apt()
     nccl = next((v for k, v in pkgs.items() if k.startswith("nvidia-nccl-")), None)
-    report = {
+    torch = torch_build()
+    report: dict[str, object] = {
         "os": os_release(),
         "arch": platform.machine(),
         "python": platform.python_version(),
         "packages": pkgs,
         "apt": debs,
-        "torch": torch_build(),
+        "torch": torch,
         "deepspeed": pkgs.get("deepspeed"),
         "nccl": nccl or library_version("nccl"),
         "hccl": debs.get("habanalabs-graph") or library_version("hccl"),
@@ -132,6 +189,9 @@ def main() -> None:
         },
         "tools": {"pdsh": tool(["pdsh", "-V"]), "ssh": tool(["ssh", "-V"])},
     }
+    ops = deepspeed_ops(bool(torch and torch.get("hip")))
+    if ops is not None:  # absent without DeepSpeed: such an image's digest stays as it was
+        report["deepspeed_ops"] = ops
     json.dump(report, sys.stdout, sort_keys=True)
     sys.stdout.write("\n")
 

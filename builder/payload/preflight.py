@@ -17,6 +17,8 @@ nccl, hccl), then, with every rank in step:
   the previous one's, one pair at a time;
 - which transport the collective library used (NCCL and RCCL: their own
   NCCL_DEBUG=INFO lines, ``via NET/IB`` or ``via NET/Socket``);
+- its GPU's architecture, the accelerator DeepSpeed runs on, and the ops the
+  image's DeepSpeed prebuilt, for which accelerator and architectures;
 - on each node's first rank, the node's fingerprint and its digest.
 
 It prints one line per rank, ``BUILDER_PREFLIGHT {json}``, and exits 0 when it
@@ -262,7 +264,7 @@ def fingerprint() -> dict[str, object]:
     differ per rank, and its digest."""
     collect = importlib.import_module("collect")  # beside this script
 
-    data = {
+    data: dict[str, object] = {
         "os": collect.os_release(),
         "python": sys.version.split()[0],
         "packages": collect.packages(),
@@ -270,6 +272,8 @@ def fingerprint() -> dict[str, object]:
         "torch": collect.torch_build(),
         "tools": {"pdsh": collect.tool(["pdsh", "-V"]), "ssh": collect.tool(["ssh", "-V"])},
     }
+    ops = collect.deepspeed_ops(bool((collect.torch_build() or {}).get("hip")))
+    data.update({"deepspeed_ops": ops} if ops is not None else {})
     text = json.dumps(data, sort_keys=True).encode()
     return {"digest": hashlib.sha256(text).hexdigest(), "data": data}
 
@@ -317,6 +321,7 @@ def prepare(args: argparse.Namespace, report: dict[str, object], local_rank: int
     report["visible"] = device.visible()
     report["device_names"] = device.names()
     report["versions"] = device.versions()
+    prebuilt(device, report)
     try:
         device.use()
         report["device_ok"] = True
@@ -325,6 +330,16 @@ def prepare(args: argparse.Namespace, report: dict[str, object], local_rank: int
         report["device_error"] = f"{type(exc).__name__}: {exc}"
         raise
     return device
+
+
+def prebuilt(device: Device, report: dict[str, object]) -> None:
+    """What decides whether DeepSpeed uses the image's prebuilt ops here: the GPU's
+    architecture, the accelerator DeepSpeed picks (DS_ACCELERATOR, else the device's),
+    and what the image's DeepSpeed built (read by collect.py, without importing it)."""
+    report["device_arch"] = device.arch()
+    report["accelerator"] = os.environ.get("DS_ACCELERATOR") or device.kind
+    hip = bool(getattr(device.torch.version, "hip", None))
+    report["deepspeed_ops"] = importlib.import_module("collect").deepspeed_ops(hip)
 
 
 def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -> None:

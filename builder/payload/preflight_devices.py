@@ -124,6 +124,23 @@ class Device:
             "nccl": nccl,
         }
 
+    def arch(self) -> str | None:
+        """This rank's GPU architecture as an image's arch list names it: a CUDA
+        capability ("9.0"), a ROCm gfx target without its features ("gfx942"); None
+        for a CPU or a Gaudi card (no such list), or where the device cannot say (use()
+        then fails and says why)."""
+        if self.kind != "cuda":
+            return None
+        torch = self.torch
+        try:
+            if getattr(torch.version, "hip", None):
+                name = str(torch.cuda.get_device_properties(self.index).gcnArchName)
+                return name.split(":", 1)[0]
+            major, minor = torch.cuda.get_device_capability(self.index)
+        except Exception:  # a broken device is reported by use()
+            return None
+        return f"{major}.{minor}"
+
     def use(self) -> None:
         """Make this rank's device current and touch it (it must initialise)."""
         if self.kind == "cuda":

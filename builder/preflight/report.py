@@ -6,8 +6,9 @@ devices are visible than it has slots, when a device did not initialise, when
 its devices, driver or runtime differ from the first node's, when its matrix
 multiply, memory copy or link is more than the threshold below the median of
 the other nodes, when an all-reduce gave a wrong sum, when the collective
-library used another transport than the spec's fabric, and when its
-fingerprint differs from the first node's.
+library used another transport than the spec's fabric, when its
+fingerprint differs from the first node's, and when the image's prebuilt
+DeepSpeed ops do not suit its devices (``fingerprint.deepspeed_ops``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.compare import differences
 from builder.fingerprint.record import Fingerprint
 from builder.rehearse.report import probe_reports
@@ -75,6 +77,8 @@ class NodeRow:
     ranks: int = 0
     visible: int | None = None
     device: str = "-"
+    arch: str | None = None
+    """Its GPUs' architecture (9.0, gfx942); None for CPUs and Gaudi cards."""
     versions: dict[str, str | None] = field(default_factory=dict)
     tflops: float | None = None
     dtype: str = ""
@@ -149,6 +153,7 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
     findings += rates
     findings += _transport(ordered, expected)
     findings += _drift(reports, expected)
+    findings += _prebuilt(reports, expected)
     known = {(f.node, f.what) for f in findings}
     findings[:0] = [f for f in launch if (f.node, f.what) not in known]
     for finding in findings:
@@ -223,6 +228,7 @@ def _take(report: dict[str, Any], row: NodeRow) -> None:
     names = report.get("device_names") or []
     if names:
         row.device = ", ".join(sorted(set(map(str, names))))
+    row.arch = str(report["device_arch"]) if report.get("device_arch") else row.arch
     row.versions = {k: v for k, v in (report.get("versions") or {}).items() if v} or row.versions
     matmul = report.get("matmul") or {}
     row.tflops = lowest(row.tflops, matmul.get("tflops"))
@@ -399,6 +405,22 @@ def _drift(reports: list[dict[str, Any]], expected: Expected) -> list[Finding]:
             more = f", and {len(shown) - 8} more" if len(shown) > 8 else ""
             found.append(Finding(node, "environment differs: " + ", ".join(shown[:8]) + more))
     return found
+
+
+def _prebuilt(reports: list[dict[str, Any]], expected: Expected) -> list[Finding]:
+    """Nodes where DeepSpeed cannot use the image's prebuilt ops (one finding per node
+    and cause, from whichever of its ranks say so)."""
+    found: dict[tuple[str, str], Finding] = {}
+    for report in reports:
+        names = ", ".join(sorted(set(map(str, report.get("device_names") or []))))
+        said = deepspeed_ops.unsuited(
+            report.get("deepspeed_ops"), runs=report.get("accelerator"),
+            arch=report.get("device_arch"), device=names, word=expected.device_word,
+        )  # fmt: skip
+        if said is not None:
+            node = _node_of(int(report["rank"]), str(report.get("node")), expected)
+            found.setdefault((node, said[1]), Finding(node, said[1], said[0]))
+    return list(found.values())
 
 
 def _sweep(first: dict[str, Any], expected: Expected) -> dict[str, list[dict[str, float]]]:

@@ -347,3 +347,47 @@ def test_dry_run_prints_the_probes_plan_and_writes_nothing(tmp_path: Path) -> No
     assert f"{cluster}/preflight:{MOUNT}:ro" in result.stdout
     assert "--backend nccl" in result.stdout
     assert not cluster.exists()
+
+
+def prebuilt(arch: list[str], accelerator: str = "cuda") -> dict[str, Any]:
+    """What each rank of an image with fused_adam prebuilt reports, on an H100."""
+    ops = {"ops": ["cpu_adam", "fused_adam"], "accelerator": accelerator, "arch": arch}
+    return {"device_arch": "9.0", "accelerator": "cuda", "deepspeed_ops": ops}
+
+
+def test_a_node_whose_gpus_the_prebuilt_ops_do_not_cover_is_named() -> None:
+    want = expected()
+    each = {node: prebuilt(["8.0", "9.0"]) for node in NODES}
+    result = judge(output(reports(want, **each)), want)
+    assert result.ok, [f.text() for f in result.findings]
+    assert [row.arch for row in result.nodes] == ["9.0"] * 4
+    each["node2"] = prebuilt(["8.0"])
+    assert fails(reports(want, **each), want) == [
+        "node2: its GPUs are 9.0 (NVIDIA H100 80GB HBM3); the image's DeepSpeed ops "
+        "(fused_adam) are built for 8.0 (image.archs): add 9.0 and rebuild"
+    ]  # once for the node, though both its ranks say so
+    each["node2"] = prebuilt(["8.0+PTX"])
+    result = judge(output(reports(want, **each)), want)
+    assert result.ok
+    assert [f.node for f in result.findings if "as PTX the driver compiles" in f.what] == ["node2"]
+
+
+def test_ops_built_for_the_cpu_in_a_gpu_image_fail_every_node() -> None:
+    want = expected()
+    found = reports(want, **{node: prebuilt([], accelerator="cpu") for node in NODES})
+    named = fails(found, want)
+    assert len(named) == 4
+    assert named[0] == (
+        "node1: the image's DeepSpeed ops (cpu_adam, fused_adam) are built for cpu, its "
+        "ranks run cuda: DeepSpeed will compile them just in time at every start; rebuild "
+        "the image with its ops built for cuda"
+    )
+
+
+def test_no_arch_list_or_nothing_prebuilt_is_not_judged() -> None:
+    want = expected()
+    none = prebuilt([])
+    none["deepspeed_ops"]["ops"] = []
+    for each in (prebuilt([]), none, {"device_arch": "9.0", "deepspeed_ops": None}):
+        result = judge(output(reports(want, node3=each)), want)
+        assert result.ok, [f.text() for f in result.findings]

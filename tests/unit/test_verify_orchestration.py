@@ -4,12 +4,14 @@ code and message say which one differs (tests/integration does it for real)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner
 
 import builder.cli.environment
+import tests.fakes
 from builder.cli import app
 from builder.contract import SPEC_HASH_LABEL
 from builder.errors import EXIT_CODES
@@ -94,3 +96,22 @@ def test_one_node_against_the_image_says_so_in_words(fake: FakeEngine) -> None:
     code, out, _ = run("verify", "--containers", "a", "--image", IMAGE)
     assert code == 0
     assert out.endswith(f"ok: a matches {IMAGE}\n")
+
+
+def test_a_node_whose_image_prebuilt_ops_for_other_gpus_is_named(
+    fake: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archs = {"a": ["8.0", "9.0"], "b": ["8.0"]}
+    collected = tests.fakes.collected
+
+    def with_ops(box: tests.fakes.FakeContainer, env: dict[str, str]) -> str:
+        report = json.loads(collected(box, env))
+        ops = {"ops": ["cpu_adam", "fused_adam"], "accelerator": "cuda", "arch": archs[box.name]}
+        report["deepspeed_ops"] = ops
+        return json.dumps(report, sort_keys=True)
+
+    monkeypatch.setattr(tests.fakes, "collected", with_ops)
+    code, out, err = run("verify", "--containers", "a,b")
+    assert code == 13
+    assert "- b: deepspeed ops arch 8.0 (a: 8.0;9.0)" in err
+    assert out.splitlines()[-1].split() == ["deepspeed", "ops", "arch", "8.0;9.0", "8.0"]
