@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from builder.launch.bundle import write_bundle
     from builder.launch.launchers import get as get_launcher
     from builder.launch.launchers import names as launcher_names
-    from builder.launch.plan import LaunchPlan, launch_plan, network_warnings
+    from builder.launch.plan import LaunchPlan, launch_plan, network_warnings, plan_warnings
     from builder.launch.runtimes import RUNTIMES
     from builder.launch.runtimes import runtime as get_runtime
     from builder.launch.sif import APPTAINER_PROGRAMS, sif_build_argv
@@ -147,6 +147,7 @@ _EXPORTS = {
     "LaunchPlan": "builder.launch.plan",
     "launch_plan": "builder.launch.plan",
     "network_warnings": "builder.launch.plan",
+    "plan_warnings": "builder.launch.plan",
     "launcher_names": "builder.launch.launchers",
     "get_launcher": "builder.launch.launchers",
     "RUNTIMES": "builder.launch.runtimes",
@@ -272,6 +273,7 @@ __all__ = [
     "parse_assignments",
     "parse_spec",
     "pin_path",
+    "plan_warnings",
     "preflight_table",
     "preset_names",
     "preset_summaries",
@@ -305,6 +307,10 @@ __all__ = [
     "write_files",
     "write_pin",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 def __getattr__(name: str) -> Any:

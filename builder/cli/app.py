@@ -91,17 +91,27 @@ class BuilderGroup(TyperGroup):
         try:
             done = super().invoke(ctx)
         except BuilderError as exc:
+            message = clipped(str(exc))
+            if wanted(ctx):  # stdout holds the envelope, --debug or not
+                print_envelope(ctx, exc.exit_code, message)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            message = clipped(str(exc))
             say_error(f"error: {message}")
-            if wanted(ctx):
-                print_envelope(ctx, exc.exit_code, message)
             raise typer.Exit(exc.exit_code) from None
         except ClickUsageError as exc:
             exc.message = clipped(exc.message)  # an option's value, shown whole by click
             if wanted(ctx):
                 print_envelope(ctx, exc.exit_code, exc.format_message())
+            raise
+        except KeyboardInterrupt:
+            if wanted(ctx):
+                print_envelope(ctx, 130, "interrupted")
+            raise
+        except (typer.Exit, SystemExit):
+            raise
+        except Exception as exc:  # a bug: its traceback follows, and --json still gets one document
+            if wanted(ctx):
+                print_envelope(ctx, 1, f"{type(exc).__name__}: {clipped(str(exc))}")
             raise
         if wanted(ctx):
             print_envelope(ctx, 0)

@@ -18,8 +18,8 @@ from builder import (
     launch_plan,
     launcher_names,
     make_keys,
-    network_warnings,
     parse_assignments,
+    plan_warnings,
     sbatch_script,
     sif_build_argv,
     write_bundle,
@@ -174,7 +174,7 @@ def launch(
         runtime=runtime,
         launcher=launcher,
     )
-    warn(stack.spec)
+    warn(stack.spec, runtime)
     set_result(plan.as_data())
     if not as_json:
         typer.echo(plan.text(), nl=False)
@@ -205,7 +205,7 @@ def bundle(
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
-    warn(stack.spec)
+    warn(stack.spec, runtime)
     set_result(files_result(written))
 
 
@@ -242,12 +242,12 @@ def slurm(
         launcher=launcher,
     )
     written = print_or_write(text, output, force=force)
-    warn(stack.spec)
+    warn(stack.spec, runtime or stack.spec.launch.slurm.runtime)
     set_result(files_result(written))
 
 
-def warn(spec: Spec) -> None:
-    for line in network_warnings(spec):
+def warn(spec: Spec, runtime: str | None) -> None:
+    for line in plan_warnings(spec, runtime):
         typer.echo(f"warning: {line}", err=True)
 
 

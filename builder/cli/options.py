@@ -162,9 +162,6 @@ ProgressOpt = Annotated[
         help="auto, tty (live view), plain (CI logs) or quiet.",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-"""A plain --json flag, kept for image.py's commands until they print the envelope
-(builder.cli.envelope.JsonOpt, which every other command uses)."""
 
 
 def inputs_of(

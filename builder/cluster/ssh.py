@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder.errors import NodeUnreachable, ToolMissing
+from builder.errors import NodeUnreachable, ToolMissing, UsageError, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -32,10 +32,14 @@ class Ssh:
         """ssh running command on node (tty: in a terminal of its own, whose hangup, when
         this ssh ends, reaches the command as it reaches a user's: launch.sh's trap then
         runs the plan's stop)."""
+        if not node or node.startswith("-") or not node.isprintable() or " " in node:
+            raise UsageError(f"{shown(node)} is not a node's host name")
         argv = ["ssh", "-tt"] if tty else ["ssh"]
         if self.config is not None:
             argv += ["-F", str(self.config)]
         argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
+        # a node that dies mid-way (no FIN, no RST) is noticed in about a minute
+        argv += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
         return [*argv, node, shlex.join(command)]
 
 

@@ -17,7 +17,7 @@ import threading
 from typing import IO, TYPE_CHECKING, Any
 
 from builder.engine.base import ImageInfo, ImageList
-from builder.errors import BuildError, EngineUnavailable, NotInEngine, ToolMissing
+from builder.errors import BuildError, EngineUnavailable, NotInEngine, ToolMissing, UsageError
 from builder.image.registry import split_reference
 
 if TYPE_CHECKING:
@@ -131,12 +131,18 @@ class DockerEngine:
 
     def image(self, reference: str) -> ImageInfo:
         """Inspect an image, or raise NotInEngine if the engine has no such image."""
-        from docker.errors import ImageNotFound
+        from docker.errors import APIError, DockerException, ImageNotFound
 
         try:
             data = self._client.api.inspect_image(reference)  # type: ignore[no-untyped-call]
         except ImageNotFound:
             raise missing_image(reference) from None
+        except APIError as exc:
+            if exc.is_client_error():  # a name the engine does not take (uppercase, ...)
+                raise UsageError(f"{reference}: the engine refuses it: {_reason(exc)}") from None
+            raise _lost(exc) from None
+        except (DockerException, OSError) as exc:  # requests' errors are OSErrors
+            raise _lost(exc) from None
         config = data.get("Config") or {}
         return ImageInfo(
             id=data["Id"],
@@ -157,7 +163,12 @@ class DockerEngine:
 
     def save(self, reference: str) -> Iterator[bytes]:
         """The image as `docker save` writes it (a tar of layers), in chunks."""
-        yield from self._client.api.get_image(reference)
+        from docker.errors import DockerException
+
+        try:
+            yield from self._client.api.get_image(reference)
+        except (DockerException, OSError) as exc:  # requests' errors are OSErrors
+            raise _lost(exc) from None
 
     def images(self, label: str | None = None) -> ImageList:
         """id -> (references, labels) of every top-level image (tagged or dangling,
@@ -381,6 +392,13 @@ def docker_cli() -> str:
 def missing_image(reference: str) -> NotInEngine:
     return NotInEngine(
         f"the engine has no image {reference!r}; build it (`builder build`) or pull it"
+    )
+
+
+def _lost(exc: BaseException) -> EngineUnavailable:
+    return EngineUnavailable(
+        f"the Docker engine at {engine_address()} failed mid-way ({_reason(exc)}); check it "
+        "(`docker info`) and run the command again"
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, shown
+from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, UsageError, shown
 from builder.image.pin import write_pin
 from builder.image.registry import DIGEST, Pushed
 from builder.spec.loader import load_spec
@@ -63,13 +63,17 @@ def push_and_record(
     """Push reference and, when it is the spec file's own name:tag, record its digest
     beside the spec (stack.digest), which launch, bundle, slurm and preflight then pin;
     (the push, the record written or None: no spec file, or another name:tag)."""
+    own = False
+    if spec_path is not None:  # read first: a bad spec stops before anything is pushed
+        image = load_spec(spec_path).spec.image
+        own = f"{image.name}:{image.tag}" == reference
     pushed = push_image(engine, reference, on_line)
-    if spec_path is None:
+    if spec_path is None or not own:
         return pushed, None
-    image = load_spec(spec_path).spec.image
-    if f"{image.name}:{image.tag}" != reference:
-        return pushed, None
-    return pushed, write_pin(spec_path, pushed)
+    try:
+        return pushed, write_pin(spec_path, pushed)
+    except UsageError as exc:
+        raise UsageError(f"pushed {pushed.pinned}, but its record was not written: {exc}") from None
 
 
 def pull_image(

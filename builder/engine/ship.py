@@ -13,6 +13,7 @@ registry (``builder push``).
 from __future__ import annotations
 
 import contextlib
+import queue
 import subprocess
 import threading
 import time
@@ -29,7 +30,11 @@ if TYPE_CHECKING:
 
 INSPECT_TIMEOUT = 60.0
 LOAD_TIMEOUT = 600.0
-"""How long a node's ``docker load`` may take after the last byte reached it."""
+"""How long the nodes' ``docker load`` may take, together, after the last byte was sent."""
+STALL_TIMEOUT = 120.0
+"""How long a node may take nothing of the stream before it is given up (the others go on)."""
+QUEUED_CHUNKS = 4
+"""Chunks of the save stream (2 MiB each from the engine) waiting for one node's ssh."""
 STATES = ("there", "sent", "missing", "differs", "failed")
 """there: had it already; sent: loaded and checked; missing/differs (--check): lacks it or
 has another image under the tag; failed: could not be asked, or did not get it."""
@@ -94,9 +99,14 @@ def check_images(
     """Which nodes have this engine's image under reference (nothing is sent); each node
     is reached with ssh (default: the user's own)."""
     nodes = Nodes(ssh or Ssh(), lambda _: None)
+    names = list(dict.fromkeys(names))
     image_id = _local_id(engine, reference)
-    reach(nodes, names, "builder ship", "nothing was checked")
-    found = node_ids(nodes, names, reference)
+    try:
+        reach(nodes, names, "builder ship", "nothing was checked")
+        found = node_ids(nodes, names, reference)
+    except KeyboardInterrupt:
+        nodes.end()
+        raise Interrupted("ship --check interrupted") from None
     return Shipment(reference, image_id, tuple(_compared(n, v, image_id) for n, v in found.items()))
 
 
@@ -113,25 +123,39 @@ def ship_image(
     check each one's image id on arrival; each node is reached with ssh (default: the
     user's own); progress goes to say."""
     nodes = Nodes(ssh or Ssh(), say)
+    names = list(dict.fromkeys(names))  # a node named twice gets the image once
     started = time.monotonic()
     image_id = _local_id(engine, reference)
-    reach(nodes, names, "builder ship", "nothing was sent")
-    before = {n: _compared(n, v, image_id) for n, v in node_ids(nodes, names, reference).items()}
-    targets = [
-        n for n, row in before.items() if row.state != "failed" and (force or row.state != "there")
-    ]
-    say(
-        f"{reference} ({_short(image_id)}): {len(names) - len(targets)} of {len(names)} nodes "
-        f"have it{'' if not targets else f'; sending it to {len(targets)}'}"
-    )
-    sent, loads = _stream(engine, reference, nodes, targets, say) if targets else (0, {})
-    after = node_ids(nodes, targets, reference) if targets else {}
+    loads: list[_Load] = []
+    try:
+        reach(nodes, names, "builder ship", "nothing was sent")
+        found = node_ids(nodes, names, reference)
+        before = {n: _compared(n, v, image_id) for n, v in found.items()}
+        targets = [
+            n
+            for n, row in before.items()
+            if row.state != "failed" and (force or row.state != "there")
+        ]
+        have = sum(row.state == "there" for row in before.values())
+        unasked = sum(row.state == "failed" for row in before.values())
+        say(
+            f"{reference} ({_short(image_id)}): {have} of {len(names)} nodes have it"
+            + (f", {unasked} could not be asked" if unasked else "")
+            + (f"; sending it to {len(targets)}" if targets else "")
+        )
+        sent, ended = _stream(engine, reference, nodes, targets, loads, say) if targets else (0, {})
+        after = node_ids(nodes, targets, reference) if targets else {}
+    except KeyboardInterrupt:
+        nodes.end()
+        for load in loads:
+            load.kill()
+        raise Interrupted("ship interrupted; the nodes' ssh and docker load were stopped") from None
     rows = []
     for node, row in before.items():
-        if node not in loads:
+        if node not in ended:
             rows.append(row)
             continue
-        seconds, failure = loads[node]
+        seconds, failure = ended[node]
         arrived = after.get(node)
         if failure:
             rows.append(NodeImage(node, "failed", _id_of(arrived), seconds, failure))
@@ -157,8 +181,9 @@ def node_ids(
         elif code is not None and "no such image" in output.lower():
             found[node] = None
         else:
-            said = "did not answer in time" if code is None else f"exit {code}: {shown(last)}"
-            found[node] = RuntimeError(f"`docker image inspect` there failed ({said})")
+            found[node] = RuntimeError(
+                f"`docker image inspect` there failed ({_said(code, output)})"
+            )
     return found
 
 
@@ -189,8 +214,24 @@ def _short(image_id: str) -> str:
     return image_id.removeprefix("sha256:")[:12]
 
 
+def _said(code: int | None, output: str) -> str:
+    """What a node's docker said, whole enough to act on, with the fix for the usual one."""
+    if code is None:
+        return "it did not answer in time"
+    last = (output.strip().splitlines() or ["no message"])[-1].strip()
+    said = f"exit {code}: {shown(last, limit=300)}"
+    if "permission denied" in output.lower() and "docker" in output.lower():
+        said += (
+            "; ship runs `docker` over a non-interactive ssh, without sudo: add the nodes' "
+            "user to the docker group"
+        )
+    return said
+
+
 class _Load:
-    """``ssh NODE docker load`` reading the stream, its output gathered on the side."""
+    """``ssh NODE docker load`` reading the stream: a writer thread of its own, fed through
+    a short queue, so that a node that stops reading is given up after STALL_TIMEOUT
+    instead of holding back the others; its output gathered on the side."""
 
     def __init__(self, nodes: Nodes, node: str) -> None:
         self.node = node
@@ -204,53 +245,71 @@ class _Load:
         self.output = b""
         self.failure = ""
         self.started = time.monotonic()
-        self.ended = 0.0
+        self.chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
         self.reader = threading.Thread(target=self._read, daemon=True)
+        self.writer = threading.Thread(target=self._write, daemon=True)
         self.reader.start()
+        self.writer.start()
 
     def _read(self) -> None:
         stdout: IO[bytes] | None = self.process.stdout
         if stdout is not None:
             self.output = stdout.read()
 
-    @property
-    def stdin(self) -> IO[bytes]:
-        assert self.process.stdin is not None
-        return self.process.stdin
+    def _write(self) -> None:
+        stdin: IO[bytes] | None = self.process.stdin
+        while (chunk := self.chunks.get()) is not None:
+            if stdin is not None and not self.failure:
+                try:
+                    stdin.write(chunk)
+                except OSError:  # BrokenPipeError: ssh or docker load ended (or was killed)
+                    self.failure = (
+                        self.failure or "the connection closed while the image was being sent"
+                    )
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                stdin.close()
 
     def send(self, chunk: bytes) -> None:
         if self.failure:
             return
         try:
-            self.stdin.write(chunk)
-        except (BrokenPipeError, OSError):
-            self.failure = "the connection closed while the image was being sent"
+            self.chunks.put(chunk, timeout=STALL_TIMEOUT)
+        except queue.Full:
+            self.failure = f"it took nothing of the image for {STALL_TIMEOUT:.0f} s"
+            self.kill()
 
-    def finish(self) -> tuple[float, str]:
-        with contextlib.suppress(OSError):
-            self.stdin.close()
+    def close(self) -> None:
+        """The end of the stream (the writer then closes docker load's input)."""
+        while self.writer.is_alive():
+            try:
+                self.chunks.put(None, timeout=1)
+                return
+            except queue.Full:
+                if self.failure:  # a stalled node was killed: its writer drains the queue
+                    continue
+                self.failure = f"it took nothing of the image for {STALL_TIMEOUT:.0f} s"
+                self.kill()
+
+    def finish(self, deadline: float) -> tuple[float, str]:
         try:
-            code = self.process.wait(timeout=LOAD_TIMEOUT)
+            code = self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self.kill()
             code = None
+        self.writer.join(timeout=10)
         self.reader.join(timeout=10)
-        self._close()
-        said = self.output.decode(errors="replace").strip().splitlines()
-        if code != 0:
-            last = said[-1] if said else "no message"
-            ended = "did not end in time" if code is None else f"exit {code}"
-            self.failure = f"docker load there failed ({ended}): {shown(last)}"
+        self._close_pipes()
+        if code != 0 and not self.failure:
+            said = self.output.decode(errors="replace")
+            self.failure = f"docker load there failed ({_said(code, said)})"
         return time.monotonic() - self.started, self.failure
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             self.process.kill()
-        self.process.wait()
-        self.reader.join(timeout=10)
-        self._close()
 
-    def _close(self) -> None:
+    def _close_pipes(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -262,29 +321,38 @@ def _stream(
     reference: str,
     nodes: Nodes,
     targets: Sequence[str],
+    loads: list[_Load],
     say: Callable[[str], None],
 ) -> tuple[int, dict[str, tuple[float, str]]]:
-    """One ``docker save`` stream written to every target's ``docker load`` (at the pace
-    of the slowest); (bytes sent, {node: (seconds, failure or "")})."""
-    loads = [_Load(nodes, node) for node in targets]
+    """One ``docker save`` stream handed to every target's ``docker load`` (at the pace of
+    the slowest that keeps reading); (bytes sent, {node: (seconds, failure or "")}).
+    loads is filled as they start, so that the caller can stop them."""
     sent, shown_at = 0, 0
     try:
-        for chunk in engine.save(reference):
-            for load in loads:
-                load.send(chunk)
-            sent += len(chunk)
-            if sent - shown_at >= 256 << 20:
-                say(f"sent {sent >> 20} MiB to {sum(not load.failure for load in loads)} nodes")
-                shown_at = sent
-            if all(load.failure for load in loads):
-                break
-    except KeyboardInterrupt:
+        for node in targets:
+            loads.append(_Load(nodes, node))
+        stream = engine.save(reference)
+        try:
+            for chunk in stream:
+                if all(load.failure for load in loads):
+                    break
+                for load in loads:
+                    load.send(chunk)
+                sent += len(chunk)
+                if sent - shown_at >= 256 << 20:
+                    alive = sum(not load.failure for load in loads)
+                    say(f"sent {sent >> 20} MiB to {alive} nodes")
+                    shown_at = sent
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # the engine's HTTP stream, when the loop ended early
         for load in loads:
-            load.kill()
-        raise Interrupted("ship interrupted; the nodes' docker load was stopped") from None
+            load.close()
+        say(f"sent {sent >> 20} MiB; waiting for docker load on {len(loads)} nodes")
+        deadline = time.monotonic() + LOAD_TIMEOUT  # one for all: they load in parallel
+        return sent, {load.node: load.finish(deadline) for load in loads}
     except BaseException:
         for load in loads:
             load.kill()
         raise
-    say(f"sent {sent >> 20} MiB; waiting for docker load on {len(loads)} nodes")
-    return sent, {load.node: load.finish() for load in loads}

@@ -195,7 +195,7 @@ def _host_checks(paths: tuple[str, ...]) -> list[str]:
         f"    for path in {' '.join(shlex.quote(path) for path in paths)}; do",
         '        if [ ! -e "$path" ]; then',
         '            echo "launch.sh: $path is missing on $(hostname); the code and cache'
-        ' folders, mounts and script must be on every node at the same path" >&2',
+        ' folders, mounts, script and SIF must be on every node at the same path" >&2',
         "            exit 1",
         "        fi",
         "    done",

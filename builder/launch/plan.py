@@ -119,6 +119,19 @@ def network_warnings(spec: Spec) -> list[str]:
     ]
 
 
+def plan_warnings(spec: Spec, runtime_name: str | None = None) -> list[str]:
+    """What a plan of spec (under runtime_name, else its own runtime) leaves to chance or
+    ignores: the network settings, and a launch.sif that this runtime does not read."""
+    warnings = network_warnings(spec)
+    name = runtime_name or spec.launch.runtime
+    if spec.launch.sif and runtime(name).pulls:
+        warnings.append(
+            f"launch.sif {spec.launch.sif} is ignored: runtime {name} runs the image, and "
+            "only apptainer and singularity run a SIF"
+        )
+    return warnings
+
+
 def supported() -> list[tuple[str, str]]:
     """Every (runtime, launcher) pair a plan can be made for: launchers that reach the
     nodes over ssh need a runtime whose nodes serve it."""

@@ -71,7 +71,7 @@ NODE_CHECK = (
     "bash",
     "-c",
     'while [ "$1" != -- ]; do if [ ! -e "$1" ]; then echo "job: $1 is missing on $(hostname);'
-    ' the code and cache folders, mounts and script must be on every node at the same path"'
+    ' the code and cache folders, mounts, script and SIF must be on every node at the same path"'
     ' >&2; exit 1; fi; shift; done; shift; exec "$@"',
     "node-check",
 )

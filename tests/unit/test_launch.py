@@ -192,9 +192,20 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
     ]
     with pytest.raises(UsageError, match="sha256"):
         sif_build_argv("team/t@sha256:123")
-    with pytest.raises(UsageError, match="has no tag"):
+    # the file a pinned plan runs is the file `builder sif` builds
+    from builder.launch.sif import sif_name
+
+    assert sif_name(pinned) == "t-abababababab.sif"
+    plan = launch_plan(
+        load_preset("cuda-torchrun").spec, image=pinned, cluster_dir="/c", runtime="apptainer"
+    )
+    assert "t-abababababab.sif" in plan.steps[0].argv
+    for bad in ("a/:1", "a/@sha256:" + "a" * 64, "Team/x:1", "-x:1", "img@sha256:" + "A" * 64):
+        with pytest.raises(UsageError):
+            sif_build_argv(bad)
+    with pytest.raises(UsageError, match="needs a lowercase name:tag"):
         sif_build_argv("localhost:5000/t")
-    with pytest.raises(UsageError, match="has no tag"):
+    with pytest.raises(UsageError, match="needs a lowercase name:tag"):
         sif_build_argv("team/train")
 
 

@@ -4,6 +4,7 @@ tests/integration/test_ship.py)."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -118,3 +119,52 @@ def test_ship_refuses_before_reaching_a_node(
     result = CliRunner().invoke(app, ["ship", str(spec), *argv])
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+FAKE_SSH = """#!/usr/bin/env python3
+import os, sys, time
+node, command = sys.argv[-2], sys.argv[-1]
+state = os.path.join(os.environ["SHIP_STATE"], node)
+if command == "true":
+    sys.exit(0)
+if command.startswith("docker image inspect"):
+    if os.path.exists(state):
+        print(open(state).read())
+        sys.exit(0)
+    print("Error: No such image: t:1")
+    sys.exit(1)
+if command == "docker load":
+    if node == "slow":  # takes nothing of the stream, and does not end by itself
+        time.sleep(60)
+        sys.exit(1)
+    data = sys.stdin.buffer.read()
+    open(state, "w").write("sha256:" + "a" * 64 if len(data) == 50 * 65536 else "short")
+    print("Loaded image: t:1")
+"""
+
+
+class Saving(Engine):
+    def save(self, reference: str) -> Any:
+        del reference
+        for _ in range(50):
+            yield b"x" * 65536
+
+
+def test_a_node_that_stops_reading_is_given_up_and_the_others_get_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "state").mkdir()
+    fake = tmp_path / "bin" / "ssh"
+    fake.write_text(FAKE_SSH)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("SHIP_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(ship, "STALL_TIMEOUT", 1.0)
+    found = ship.ship_image(cast("Any", Saving()), "t:1", ["fast", "slow", "fast"])
+    rows = {row.node: row for row in found.nodes}
+    assert list(rows) == ["fast", "slow"]  # a node named twice gets it once
+    assert rows["fast"].state == "sent"
+    assert rows["slow"].state == "failed"
+    assert "took nothing of the image for 1 s" in rows["slow"].detail
+    assert found.sent_bytes == 50 * 65536
