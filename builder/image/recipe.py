@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from builder import platforms
 from builder.contract import (
     ACCELERATOR_LABEL,
+    ARCHS_LABEL,
     BASE_NAME_LABEL,
+    DEEPSPEED_OPS_LABEL,
     PRESET_LABEL,
     SPEC_HASH_LABEL,
     SSH_PORT_LABEL,
@@ -33,6 +35,8 @@ from builder.image.steps import (
     BUILD_DIR,
     CA_FILE,
     CA_TARGET,
+    DS_OPS_CHECK_FILE,
+    DS_OPS_CHECK_TARGET,
     LOCK_CHECK_FILE,
     LOCK_CHECK_TARGET,
     LOCK_FILE,
@@ -109,7 +113,15 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
         files.append(ContextFile(LOCK_FILE, LOCK_TARGET, 0o644, inputs.lock.constraints()))
         check = payload_text("lock_check.py")
         files.append(ContextFile(LOCK_CHECK_FILE, LOCK_CHECK_TARGET, 0o644, check))
-    staged = requirements is not None or inputs.wheels or inputs.lock is not None
+    if resolved.deepspeed_ops:
+        check = payload_text("ds_ops_check.py")
+        files.append(ContextFile(DS_OPS_CHECK_FILE, DS_OPS_CHECK_TARGET, 0o644, check))
+    staged = (
+        requirements is not None
+        or inputs.wheels
+        or inputs.lock is not None
+        or bool(resolved.deepspeed_ops)
+    )
     cleanup = [f"rm -rf {BUILD_DIR}"] if staged else []
     cleanup += [f"rm -f {CA_TARGET}"] if inputs.ca_pem is not None else []
     return Recipe(
@@ -137,7 +149,7 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
     )
 
 
-ADDED_AFTER_FORMAT_1 = (("fabric", "none"),)
+ADDED_AFTER_FORMAT_1 = (("fabric", "none"), ("deepspeed_ops", None), ("archs", None))
 """Image keys newer than format 1, hashed only when set to something else than their
 default: a spec that does not use them keeps its hash (and its lock)."""
 
@@ -205,6 +217,10 @@ def _labels(stack: Stack, resolved: ResolvedImage, requirements: str | None) -> 
         labels[PRESET_LABEL] = stack.preset
     if spec.image.ssh.enabled:
         labels[SSH_PORT_LABEL] = str(spec.image.ssh.port)
+    if resolved.deepspeed_ops:
+        labels[DEEPSPEED_OPS_LABEL] = ",".join(resolved.deepspeed_ops)
+    if resolved.archs:
+        labels[ARCHS_LABEL] = ";".join(resolved.archs)
     labels.update(spec.image.labels)
     return labels
 
@@ -216,7 +232,9 @@ def _help_text(stack: Stack, resolved: ResolvedImage) -> tuple[str, ...]:
     if resolved.torch:
         lines.append(f"torch: {resolved.torch}")
     if resolved.deepspeed:
-        lines.append(f"DeepSpeed: {resolved.deepspeed}")
+        ops = ", ".join(resolved.deepspeed_ops) or "none (compiled at first use)"
+        archs = f" for {', '.join(resolved.archs)}" if resolved.archs else ""
+        lines.append(f"DeepSpeed: {resolved.deepspeed}; ops compiled in: {ops}{archs}")
     if spec.image.ssh.enabled:
         lines.append(f"sshd and ssh client on port {spec.image.ssh.port}")
     return tuple(lines)

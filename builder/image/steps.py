@@ -34,6 +34,8 @@ LOCK_FILE = "lock.txt"
 LOCK_TARGET = f"{BUILD_DIR}/lock.txt"
 LOCK_CHECK_FILE = "lock-check.py"
 LOCK_CHECK_TARGET = f"{BUILD_DIR}/lock-check.py"
+DS_OPS_CHECK_FILE = "ds-ops-check.py"
+DS_OPS_CHECK_TARGET = f"{BUILD_DIR}/ds-ops-check.py"
 CA_FILE = "builder-ca.pem"
 CA_TARGET = "/tmp/builder-ca.pem"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
@@ -260,11 +262,23 @@ def _torch_step(resolved: ResolvedImage, inputs: BuildInputs, pip: str) -> Step:
 
 
 def _deepspeed_step(resolved: ResolvedImage, pip: str) -> Step:
+    """DeepSpeed, with the ops the image carries compiled in (then checked: DeepSpeed skips
+    an op it finds incompatible without failing), or none (each compiled at first use)."""
     target = resolved.deepspeed_requirement or f"deepspeed=={resolved.deepspeed}"
+    env = " ".join(f"{key}={shlex.quote(value)}" for key, value in resolved.ops_build_env.items())
+    commands = [f"{pip} {' '.join(BUILD_TOOLS)}", f"{env} {pip} --no-build-isolation "
+                f"{shlex.quote(target)}"]  # fmt: skip
+    ops = resolved.deepspeed_ops
+    if not ops:
+        return Step(
+            f"DeepSpeed {resolved.deepspeed} (ops are built just in time, not here)",
+            tuple(commands),
+        )
+    accelerator = resolved.ops_build_env["DS_ACCELERATOR"]
+    commands.append(f"{VENV}/bin/python {DS_OPS_CHECK_TARGET} {','.join(ops)} {accelerator}")
+    archs = f" for {', '.join(resolved.archs)}" if resolved.archs else ""
     return Step(
-        f"DeepSpeed {resolved.deepspeed} (ops are built just in time, not here)",
-        (
-            f"{pip} {' '.join(BUILD_TOOLS)}",
-            f"DS_BUILD_OPS=0 {pip} --no-build-isolation {shlex.quote(target)}",
-        ),
+        f"DeepSpeed {resolved.deepspeed} with {', '.join(ops)} compiled in{archs}",
+        tuple(commands),
+        copies=((DS_OPS_CHECK_FILE, DS_OPS_CHECK_TARGET),),
     )

@@ -14,6 +14,7 @@ a node whose environment differs). The expectations come from
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -23,6 +24,13 @@ from importlib import metadata, util
 from pathlib import Path
 
 MARK = "BUILDER_PROBE "
+OPTIMIZERS = {
+    "cpu_adam": ("deepspeed.ops.adam", "DeepSpeedCPUAdam"),
+    "cpu_adagrad": ("deepspeed.ops.adagrad", "DeepSpeedCPUAdagrad"),
+    "cpu_lion": ("deepspeed.ops.lion", "DeepSpeedCPULion"),
+}
+"""DeepSpeed op -> the optimizer that loads it; its compiled module, when DeepSpeed loads
+the prebuilt one rather than compiling it, is deepspeed.ops.<family>.<op>_op."""
 
 
 def _identity() -> tuple[int, int, int]:
@@ -51,6 +59,29 @@ def _packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def _use_ops(names: list[str]) -> dict[str, str]:
+    """Take one step of each op's optimizer: "prebuilt" when DeepSpeed loaded the op the
+    image carries, "compiled just in time" when it built it here, else the error."""
+    import torch
+
+    used = {}
+    for name in names:
+        module, cls = OPTIMIZERS[name]
+        try:
+            param = torch.nn.Parameter(torch.ones(16))
+            param.grad = torch.full((16,), 0.5)
+            getattr(importlib.import_module(module), cls)([param], lr=0.1).step()
+            if torch.equal(param.detach(), torch.ones(16)):
+                used[name] = "its optimizer step changed nothing"
+            elif f"{module}.{name}_op" in sys.modules:
+                used[name] = "prebuilt"
+            else:
+                used[name] = "compiled just in time (the image was to carry it)"
+        except Exception as exc:  # reported per op
+            used[name] = f"{type(exc).__name__}: {exc}"
+    return used
+
+
 def main() -> None:
     expect = json.loads((Path(__file__).parent / "probe.json").read_text())
     rank, local_rank, world = _identity()
@@ -64,6 +95,7 @@ def main() -> None:
         "packages": _packages(),
         "sum": None,
         "error": None,
+        "ops": {},
     }
     try:
         import torch
@@ -85,12 +117,15 @@ def main() -> None:
         dist.all_reduce(total)
         report["sum"] = total.item()
         dist.destroy_process_group()
+        if local_rank == 0 and expect.get("ops"):  # once per node: the ops the image carries
+            report["ops"] = _use_ops(list(expect["ops"]))
     except Exception as exc:  # reported, not raised: the table shows it per rank
         report["error"] = f"{type(exc).__name__}: {exc}"
     # one write of the whole line: ranks share the output, which may be unbuffered
     sys.stdout.flush()
     os.write(1, (MARK + json.dumps(report, sort_keys=True) + "\n").encode())
-    if report["error"] or report["sum"] != world * (world + 1) / 2:
+    failed_ops = any(value != "prebuilt" for value in report["ops"].values())  # type: ignore[attr-defined]
+    if report["error"] or failed_ops or report["sum"] != world * (world + 1) / 2:
         sys.exit(1)
 
 

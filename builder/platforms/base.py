@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from builder.deepspeed_ops import NOT_BUILT, OPS
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -69,6 +71,13 @@ class ResolvedImage:
     """OS packages the python stage needs only while building (git for a fork)."""
     system_site_packages: bool
     env: dict[str, str] = field(default_factory=dict)
+    deepspeed_ops: tuple[str, ...] = ()
+    """DeepSpeed ops compiled into the image (none: each is compiled at first use)."""
+    archs: tuple[str, ...] = ()
+    """GPU architectures those ops (and any compiled later) are built for."""
+    ops_build_env: dict[str, str] = field(default_factory=dict)
+    """Variables of DeepSpeed's install that build the ops (DS_BUILD_*, DS_ACCELERATOR, the
+    architectures)."""
 
 
 class Platform:
@@ -149,6 +158,103 @@ class Platform:
     def deepspeed_requirement(self, version: str) -> str:
         return f"deepspeed=={version}"
 
+    # -- DeepSpeed's ops --------------------------------------------------------
+
+    deepspeed_ops: ClassVar[tuple[str, ...]] = (
+        "cpu_adagrad", "cpu_adam", "cpu_lion", "deepspeed_shm_comm",
+    )  # fmt: skip
+    """The ops of builder.deepspeed_ops this platform's images can have compiled in."""
+    default_deepspeed_ops: ClassVar[tuple[str, ...]] = ("cpu_adam", "deepspeed_shm_comm")
+    """What an image with DeepSpeed gets when image.deepspeed_ops is unset."""
+    ds_accelerator: ClassVar[str] = "cpu"
+    """DeepSpeed's accelerator the ops are built for (DS_ACCELERATOR): an image build sees
+    no GPU, and DeepSpeed would pick cpu, recording ops that a GPU node then recompiles."""
+    arch_variable: ClassVar[str | None] = None
+    """The variable that names the GPU architectures to compile for (TORCH_CUDA_ARCH_LIST,
+    PYTORCH_ROCM_ARCH); None where there is no GPU to compile for."""
+
+    def default_archs(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
+        """The architectures an image gets when image.archs is unset."""
+        return ()
+
+    def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:  # noqa: ARG002
+        """What is wrong with image.archs for this platform (arch_variable is set)."""
+        return []
+
+    def ops_of(self, image: ImageSpec) -> tuple[str, ...]:
+        """The ops compiled into image: the spec's, else the platform's default."""
+        if image.deepspeed_ops is not None:
+            return image.deepspeed_ops
+        return self.default_deepspeed_ops if image.deepspeed else ()
+
+    def archs_of(self, image: ImageSpec) -> tuple[str, ...]:
+        """The GPU architectures of image: the spec's, else the default where DeepSpeed is."""
+        if image.archs is not None:
+            return image.archs
+        return self.default_archs(image) if image.deepspeed and self.arch_variable else ()
+
+    def deepspeed_problems(self, image: ImageSpec) -> Problems:
+        """image.deepspeed_ops and image.archs against DeepSpeed and this platform."""
+        problems: Problems = []
+        if image.deepspeed_ops and not image.deepspeed:
+            problems.append(
+                ("image.deepspeed_ops", "there is no DeepSpeed in the image: set image.deepspeed")
+            )
+        for index, name in enumerate(image.deepspeed_ops or ()):
+            where = f"image.deepspeed_ops[{index}]"
+            if name in NOT_BUILT:
+                problems.append((where, f"{name} {NOT_BUILT[name]}"))
+            elif name not in OPS:
+                problems.append(
+                    (
+                        where,
+                        f"{name} is not one of DeepSpeed's ops; {self.name} images can have "
+                        f"{', '.join(self.deepspeed_ops) or 'none'}",
+                    )
+                )
+            elif name not in self.deepspeed_ops:
+                problems.append(
+                    (
+                        where,
+                        f"{name} is not built for {self.name} images; they can have "
+                        f"{', '.join(self.deepspeed_ops) or 'none'}",
+                    )
+                )
+        if self.arch_variable and self.archs_of(image) and self.arch_variable in image.env:
+            problems.append(
+                (
+                    f"image.env.{self.arch_variable}",
+                    f"the architectures are image.archs (which sets {self.arch_variable}): "
+                    "move them there",
+                )
+            )
+        if image.archs is None:
+            return problems
+        if self.arch_variable is None:
+            if image.archs:
+                problems.append(
+                    (
+                        "image.archs",
+                        f"{self.name} images are not compiled for GPU architectures: remove it",
+                    )
+                )
+            return problems
+        twice = sorted({arch for arch in image.archs if image.archs.count(arch) > 1})
+        if twice:
+            problems.append(("image.archs", f"listed twice: {', '.join(twice)}"))
+        return problems + self.arch_problems(image.archs, image)
+
+    def ops_build_env(self, ops: tuple[str, ...], archs: tuple[str, ...]) -> dict[str, str]:
+        """The variables of DeepSpeed's install that compile ops for archs (none: nothing
+        is compiled, DS_BUILD_OPS=0 alone)."""
+        env = {"DS_BUILD_OPS": "0"}
+        if ops:
+            env["DS_ACCELERATOR"] = self.ds_accelerator
+            env |= {OPS[name].build_var: "1" for name in ops}
+        if archs and self.arch_variable:
+            env[self.arch_variable] = ";".join(archs)
+        return env
+
     openmpi_packages: ClassVar[tuple[str, ...]] = ("openmpi-bin", "libopenmpi-dev")
     """The distribution's OpenMPI, for image.openmpi (mpirun and mpicc for mpi4py)."""
 
@@ -166,6 +272,10 @@ class Platform:
         torch = image.torch if self.installs_torch(image) else None
         index = self.torch_index(image) if torch else None
         deepspeed = image.deepspeed
+        ops, archs = self.ops_of(image), self.archs_of(image)
+        env = dict(image.env)
+        if archs and self.arch_variable:  # what a later just-in-time compile targets too
+            env[self.arch_variable] = ";".join(archs)
         return ResolvedImage(
             accelerator=self.name,
             base=image.base or self.default_base(image),
@@ -179,7 +289,10 @@ class Platform:
             build_packages=self.build_packages(image) if deepspeed else (),
             # a kept torch lives in the base's own site-packages: the venv must see it
             system_site_packages=self.system_site_packages or not self.installs_torch(image),
-            env=dict(image.env),
+            env=env,
+            deepspeed_ops=ops,
+            archs=archs,
+            ops_build_env=self.ops_build_env(ops, archs) if deepspeed else {},
         )
 
     # -- running it ---------------------------------------------------------

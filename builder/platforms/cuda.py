@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from builder.deepspeed_ops import OPS
 from builder.model import Extra
 from builder.platforms.base import (
     TORCH_INDEX_ROOT,
@@ -21,6 +22,7 @@ from builder.platforms.base import (
     Platform,
     Problems,
     minor_of,
+    version_key,
     wheel_problems,
 )
 
@@ -65,6 +67,44 @@ CUDA_DEVEL_TAGS: dict[str, tuple[str, ...]] = {
     "13.2.1": ("ubuntu22.04", "ubuntu24.04"),
 }
 DEFAULT_CUDA = "13.2.1"
+
+# compute capability -> (the first CUDA release whose nvcc compiles for it, the first
+# that no longer does), from NVIDIA's CUDA Toolkit release notes (13.0 removed
+# offline compilation for Maxwell, Pascal and Volta) and torch's cpp_extension list of
+# supported architectures (torch/utils/cpp_extension.py, _get_cuda_arch_flags).
+CUDA_ARCHS: dict[str, tuple[str, str | None]] = {
+    "5.0": ("6.0", "13.0"),
+    "5.2": ("7.0", "13.0"),
+    "5.3": ("7.0", "13.0"),
+    "6.0": ("8.0", "13.0"),
+    "6.1": ("8.0", "13.0"),
+    "6.2": ("8.0", "13.0"),
+    "7.0": ("9.0", "13.0"),
+    "7.2": ("10.0", "13.0"),
+    "7.5": ("10.0", None),
+    "8.0": ("11.0", None),
+    "8.6": ("11.1", None),
+    "8.7": ("11.4", None),
+    "8.9": ("11.8", None),
+    "9.0": ("11.8", None),
+    "10.0": ("12.8", None),
+    "10.3": ("12.9", None),
+    "11.0": ("13.0", None),
+    "12.0": ("12.8", None),
+    "12.1": ("12.9", None),
+}
+NAMED_ARCHS = {
+    "maxwell": "5.0", "pascal": "6.0", "volta": "7.0", "turing": "7.5", "ampere": "8.0",
+    "ada": "8.9", "hopper": "9.0", "blackwell": "10.0",
+}  # fmt: skip
+"""torch's named architectures, which DeepSpeed's op builder cannot read (int("Hopper"))."""
+DEEPSPEED_CUDA_MINORS = {
+    "11": ("11.0", "11.1", "11.2", "11.3", "11.4", "11.5", "11.6", "11.7", "11.8"),
+    "12": ("12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"),
+}
+"""DeepSpeed 0.19's op builder (cuda_minor_mismatch_ok): toolkits whose nvcc may differ
+from torch's CUDA in the minor version. Any other difference stops every op's compile
+with CUDAMismatchException; CUDA 13 has no entry."""
 DEFAULT_OS = "ubuntu24.04"  # Python 3.12: torch 2.15 has no wheels for 22.04's 3.10
 
 
@@ -105,6 +145,57 @@ class Cuda(Platform):
     torch_backend = "nccl"
     device_word = "GPU"
     socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+    deepspeed_ops = tuple(sorted(name for name in OPS if name != "deepspeed_shm_comm"))
+    default_deepspeed_ops = ("cpu_adam", "fused_adam")
+    ds_accelerator = "cuda"
+    arch_variable = "TORCH_CUDA_ARCH_LIST"
+
+    def default_archs(self, image: ImageSpec) -> tuple[str, ...]:
+        """A100 and H100 (8.0 also runs on 8.6 and 8.9), and B200 where the toolkit has it."""
+        cuda = _toolkit(image)
+        if cuda is not None and version_key(cuda) >= version_key("12.8"):
+            return ("8.0", "9.0", "10.0")
+        return ("8.0", "9.0")
+
+    def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:
+        problems: Problems = []
+        cuda = _toolkit(image)
+        for index, arch in enumerate(archs):
+            where = f"image.archs[{index}]"
+            match = re.fullmatch(r"(\d+)\.(\d+)([a-z]?)(\+PTX)?", arch)
+            named = NAMED_ARCHS.get(arch.split("+")[0].lower())
+            if match is None:
+                fix = f"use {named}" if named else "e.g. 9.0, or 9.0+PTX to add PTX"
+                problems.append(
+                    (
+                        where,
+                        f"{arch} is not a CUDA compute capability X.Y (DeepSpeed's op builder "
+                        f"reads numbers only): {fix}",
+                    )
+                )
+                continue
+            plain = f"{match[1]}.{match[2]}"
+            if match[3]:
+                problems.append(
+                    (
+                        where,
+                        f"{arch}: DeepSpeed 0.19's op builder reads the minor version as a "
+                        "number and stops with ValueError: invalid literal for int() with base "
+                        f"10: '{match[2]}{match[3]}'; its kernels use no {arch}-only "
+                        f"instructions: use {plain}",
+                    )
+                )
+            elif plain not in CUDA_ARCHS:
+                problems.append(
+                    (
+                        where,
+                        f"{arch}: builder knows no NVIDIA GPU of compute capability {plain}; "
+                        f"choose from {', '.join(CUDA_ARCHS)}",
+                    )
+                )
+            elif cuda is not None:
+                problems += _toolkit_arch_problems(where, arch, plain, cuda)
+        return problems
 
     def default_base(self, image: ImageSpec) -> str:
         cuda = image.versions.get("cuda", DEFAULT_CUDA)
@@ -133,13 +224,58 @@ class Cuda(Platform):
                 problems.append(
                     ("image.os", f"nvidia/cuda {cuda}-devel exists for {', '.join(oses)}")
                 )
-        return problems + super().problems(image) + wheel_problems(
+        return problems + super().problems(image) + _toolkit_problems(image) + wheel_problems(
             image, key="cuda", toolkit=cuda, table=TORCH_CUDA_INDEXES, choose=torch_cuda_index,
             kind="CUDA",
         )  # fmt: skip
 
     def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
         return f"CUDA {torch['cuda']}" if torch.get("cuda") else None
+
+
+def _toolkit(image: ImageSpec) -> str | None:
+    """The CUDA toolkit of the image's base: image.cuda, or the default base's; None for
+    a base named by the user without image.cuda."""
+    if "cuda" in image.versions:
+        return image.versions["cuda"]
+    return DEFAULT_CUDA if image.base is None else None
+
+
+def _toolkit_arch_problems(where: str, arch: str, plain: str, cuda: str) -> Problems:
+    first, gone = CUDA_ARCHS[plain]
+    if version_key(cuda) < version_key(first):
+        why = f"{arch} needs CUDA {first} or newer; the image's toolkit is {cuda}"
+        return [(where, f"{why}: raise image.cuda or drop {arch}")]
+    if gone is not None and version_key(cuda) >= version_key(gone):
+        why = f"CUDA {gone} and newer no longer compile for {plain} (the toolkit is {cuda})"
+        return [(where, f"{why}: drop it, or use a CUDA 12 toolkit")]
+    return []
+
+
+def _toolkit_problems(image: ImageSpec) -> Problems:
+    """DeepSpeed compiles its ops (at build time or at first use) only with an nvcc of
+    torch's CUDA major.minor, or one its op builder lists as compatible."""
+    cuda = _toolkit(image)
+    if not image.deepspeed or cuda is None or image.torch_index or not image.torch:
+        return []
+    index = torch_cuda_index(image.torch, cuda)
+    if index is None:
+        return []  # wheel_problems names this one
+    torch_cuda = f"{index[2:-1]}.{index[-1]}"
+    nvcc = minor_of(cuda)
+    major = nvcc.split(".")[0]
+    allowed = DEEPSPEED_CUDA_MINORS.get(major, ())
+    if nvcc == torch_cuda or (nvcc in allowed and torch_cuda in allowed):
+        return []
+    return [
+        (
+            "image.cuda",
+            f"DeepSpeed compiles its ops only when the toolkit's CUDA ({nvcc}) is torch's "
+            f"({torch_cuda}, the {index} wheels) or a minor it lists as compatible (none for "
+            f"CUDA {major}); every op would stop with CUDAMismatchException. Use a "
+            f"{torch_cuda} toolkit (image.cuda), or a torch with {nvcc.replace('.', '')} wheels",
+        )
+    ]
 
 
 PLATFORM = Cuda()

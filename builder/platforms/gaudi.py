@@ -91,6 +91,9 @@ class Gaudi(Platform):
         "--cap-add", "sys_nice", "--ipc", "host",
     )  # fmt: skip
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
+    deepspeed_ops = ()  # Habana's DeepSpeed fork brings its HPU kernels with SynapseAI
+    default_deepspeed_ops = ()
+    ds_accelerator = "hpu"
     # HCCL's sideband and scale-out sockets (Habana's "HCCL Environment Variables")
     collective = "hccl"
     torch_device = "hpu"

@@ -54,6 +54,13 @@ TORCH_ROCM_INDEXES: dict[str, tuple[str, ...]] = {
     "2.14": ("rocm7.2", "rocm7.14"),
 }
 
+# gfx targets of AMD's data-centre and workstation GPUs that ROCm 6 and 7 compile for
+# (AMD's "GPU hardware specifications" and ROCm's supported-GPU lists).
+ROCM_ARCHS = (
+    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
+    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
+)  # fmt: skip
+
 # rocm/dev-ubuntu-XX.04:TAG images AMD's docs and its Dockerfiles use (Docker Hub
 # itself cannot be listed from here; name another with image.base).
 ROCM_DEV_TAGS: dict[str, tuple[str, ...]] = {
@@ -105,6 +112,28 @@ class Rocm(Platform):
     torch_backend = "nccl"
     device_word = "GPU"
     socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")  # RCCL reads NCCL's
+    # Without a GPU in the build, DeepSpeed's op builder guesses a wavefront of 32, which
+    # the kernels of its inference, quantizer and random_ltd ops read (gfx90a and gfx942
+    # run 64): only ops that do not read it are built in.
+    deepspeed_ops = ("cpu_adagrad", "cpu_adam", "cpu_lion", "fused_adam", "fused_lamb")
+    default_deepspeed_ops = ("cpu_adam", "fused_adam")
+    ds_accelerator = "cuda"  # DeepSpeed's ROCm builds go through its cuda accelerator
+    arch_variable = "PYTORCH_ROCM_ARCH"
+
+    def default_archs(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
+        """MI200 and MI300."""
+        return ("gfx90a", "gfx942")
+
+    def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:  # noqa: ARG002
+        return [
+            (
+                f"image.archs[{index}]",
+                f"{arch} is not an AMD GPU target builder knows; choose from "
+                f"{', '.join(ROCM_ARCHS)} (the gfx name rocminfo shows)",
+            )
+            for index, arch in enumerate(archs)
+            if arch not in ROCM_ARCHS
+        ]
 
     def default_base(self, image: ImageSpec) -> str:
         rocm = image.versions.get("rocm", DEFAULT_ROCM)

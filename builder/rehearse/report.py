@@ -40,6 +40,9 @@ class Expected:
     slots: int
     master: str
     env: dict[str, str]
+    ops: tuple[str, ...] = ()
+    """DeepSpeed's CPU optimizer ops the image has compiled in: each node's first rank uses
+    each one, and must not compile it."""
 
     @property
     def world(self) -> int:
@@ -103,6 +106,13 @@ def check_reports(
             got = report["env"].get(key)
             if got != value:
                 row.problems.append(f"{key}={got!r}, expected {value!r}")
+        if row.local_rank == 0:  # the first rank of each node tries the ops
+            used = report.get("ops") or {}
+            row.problems += [
+                f"DeepSpeed's {op}: {used.get(op, 'not tried')}"
+                for op in expected.ops
+                if used.get(op) != "prebuilt"
+            ]
         if row.rank in by_rank:
             row.problems.append(f"rank {row.rank} reported twice")
         by_rank[row.rank] = row

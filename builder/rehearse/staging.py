@@ -45,6 +45,8 @@ PROBE_VALUE = "a b $HOME 'q' \"dq\" ;|&%h ✓"
 DSENV_VALUE = "only in .deepspeed_env: $x %n 'y'"
 USER_SCRIPTS = "/opt/builder-rehearsal"
 CODE = "code"
+PROBED_OPS = ("cpu_adagrad", "cpu_adam", "cpu_lion")
+"""DeepSpeed ops the probe uses when the image has them compiled in (its OPTIMIZERS)."""
 CACHE = "cache"
 """The session's code and cache folders (launch.code, launch.cache)."""
 
@@ -107,9 +109,19 @@ def workload_of(
     expected_env = platforms.run_environment(staged)
     if launchers.get(launcher).reads_dsenv:
         expected_env["BUILDER_PROBE_DSENV"] = DSENV_VALUE
-    return Workload(
-        staged, Expected(nodes=names, slots=launch.slots, master=names[0], env=expected_env)
+    platform = platforms.get(spec.image.accelerator)
+    # the ops compiled for the accelerator the rehearsal's ranks run (its stand-in's): a
+    # GPU image's ops are for its GPUs, and DeepSpeed compiles them again on a CPU
+    stand_in = platforms.get(platform.stand_in)
+    ops = platform.ops_of(spec.image) if platform.ds_accelerator == stand_in.ds_accelerator else ()
+    expected = Expected(
+        nodes=names,
+        slots=launch.slots,
+        master=names[0],
+        env=expected_env,
+        ops=tuple(op for op in ops if op in PROBED_OPS),
     )
+    return Workload(staged, expected)
 
 
 def write_workload(workload: Workload, session: Session, image: str) -> list[Path]:
@@ -122,7 +134,11 @@ def write_workload(workload: Workload, session: Session, image: str) -> list[Pat
     (session.folder / DSENV).write_text(dsenv_for(workload.spec, extra, None))
     if workload.expected is not None:
         shutil.copyfile(payload_path(PROBE), session.folder / CODE / PROBE)
-        settings = {"env": workload.expected.env, "timeout": session.timeout}
+        settings = {
+            "env": workload.expected.env,
+            "timeout": session.timeout,
+            "ops": list(workload.expected.ops),
+        }
         (session.folder / CODE / "probe.json").write_text(json.dumps(settings))
     return written
 

@@ -175,6 +175,26 @@ class ImageSpec:
             "(gaudi: must equal the SynapseAI release). Unset: no DeepSpeed."
         ),
     )
+    deepspeed_ops: tuple[str, ...] | None = field(
+        None,
+        items_pattern=r"^[a-z][a-z0-9_]{0,63}$",
+        check=_sorted_unique,
+        description=(
+            "DeepSpeed ops compiled into the image (DS_BUILD_<OP>=1), so that no run compiles "
+            "them just in time. Unset: the platform's default (cpu: cpu_adam and "
+            "deepspeed_shm_comm; cuda and rocm: cpu_adam and fused_adam); []: none."
+        ),
+    )
+    archs: tuple[str, ...] | None = field(
+        None,
+        items_pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,31}$",
+        description=(
+            "GPU architectures the prebuilt ops are compiled for: CUDA compute capabilities "
+            "(8.0, 9.0, 10.0; X.Y+PTX adds PTX for later GPUs), ROCm gfx targets (gfx90a, "
+            "gfx942). Unset: the platform's default (cuda: 8.0 and 9.0, and 10.0 from CUDA "
+            "12.8; rocm: gfx90a and gfx942)."
+        ),
+    )
     apt: tuple[str, ...] = field(
         (), items_pattern=_PACKAGE, check=_sorted_unique, description="Extra apt packages."
     )
