@@ -60,7 +60,7 @@ OPS: dict[str, Op] = {
         Op("spatial_inference", "DS_BUILD_SPATIAL_INFERENCE", True, "spatial inference ops"),
         Op("quantizer", "DS_BUILD_QUANTIZER", True, "quantizer kernels"),
         Op("random_ltd", "DS_BUILD_RANDOM_LTD", True, "random layer token drop"),
-        Op("utils", "DS_BUILD_UTILS", True, "flatten/unflatten utilities (ZeRO-3)"),
+        Op("utils", "DS_BUILD_UTILS", False, "flatten/unflatten utilities (ZeRO-3)"),
     )
 }
 """The ops builder knows how to compile: they need a compiler and, for device ops, the

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from builder.contract import DEEPSPEED_OPS_LABEL
+from builder.fingerprint.sources import of_image
 from tests.integration.conftest import run_in
 
 if TYPE_CHECKING:
@@ -50,6 +51,13 @@ def test_the_cpu_image_carries_its_ops_and_compiles_nothing(
     assert "OPS-OK" in output, output
     assert "LION failed" in output, output  # without a compiler nothing can be built
     assert "JIT-DIR False" in output or "JIT-DIR []" in output, output
+
+
+def test_the_fingerprint_reads_the_ops_from_deepspeeds_own_record(
+    cpu_image: BuildResult, engine: DockerEngine
+) -> None:
+    summary = of_image(engine, cpu_image.reference).summary()
+    assert "prebuilt ops: cpu_adam, deepspeed_shm_comm (cpu)" in summary, summary
 
 
 def test_the_debug_sections_are_stripped_and_no_build_tree_is_left(

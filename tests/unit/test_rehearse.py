@@ -142,3 +142,21 @@ def test_torchrun_root_cause_and_the_ranks_lines() -> None:
     assert "rank 2 gives up" in shown
     assert "sys.exit(main())" not in shown
     assert "host      : node2" in shown
+
+
+def test_a_node_that_compiled_an_op_the_image_carries_is_named() -> None:
+    expected = replace(EXPECTED, ops=("cpu_adam",))
+    jit = "compiled just in time (the image was to carry it)"
+    reports = [
+        report(0, "node1", ops={"cpu_adam": "prebuilt"}),
+        report(1, "node1"),  # the node's other ranks do not try the ops
+        report(2, "node2", ops={"cpu_adam": jit}),
+        report(3, "node2"),
+    ]
+    _, faults = check_reports(reports, expected)
+    assert [(f.node, f.what) for f in faults] == [("node2", f"rank 2: DeepSpeed's cpu_adam: {jit}")]
+    _, faults = check_reports([report(r, f"node{r // 2 + 1}") for r in range(4)], expected)
+    assert {f.what for f in faults} == {
+        "rank 0: DeepSpeed's cpu_adam: not tried",
+        "rank 2: DeepSpeed's cpu_adam: not tried",
+    }
