@@ -47,19 +47,27 @@ if TYPE_CHECKING:
 
 TARGET = 20.0
 STEP = (
-    "import sys, torch; from deepspeed.ops.adam import DeepSpeedCPUAdam; "
+    "import sys, time, torch; "
+    "from deepspeed.accelerator import get_accelerator; "
+    "from deepspeed.ops.adam import DeepSpeedCPUAdam; "
+    "t = time.perf_counter(); get_accelerator().create_op_builder('CPUAdamBuilder').load(); "
+    "load = time.perf_counter() - t; "
     "p = torch.nn.Parameter(torch.ones(1024)); p.grad = torch.ones(1024); "
     "DeepSpeedCPUAdam([p], lr=0.1).step(); "
-    "print('prebuilt' if 'deepspeed.ops.adam.cpu_adam_op' in sys.modules else 'compiled')"
+    "how = 'prebuilt' if 'deepspeed.ops.adam.cpu_adam_op' in sys.modules else 'compiled'; "
+    "print(how, load)"
 )
 
 
-def one_step(engine: Engine, image: str) -> tuple[float, str]:
-    """Seconds from a fresh container's start to a DeepSpeedCPUAdam step done, and how
-    DeepSpeed got the op (a failed step is a BuildError, with its output)."""
+def one_step(engine: Engine, image: str) -> tuple[float, float, str]:
+    """Seconds from a fresh container's start to a DeepSpeedCPUAdam step done, seconds of
+    the op's load (or compile) alone, and how DeepSpeed got the op (a failed step is a
+    BuildError, with its output)."""
     start = time.perf_counter()
     output = engine.run(image, ["-c", STEP], entrypoint=["/opt/venv/bin/python"])
-    return time.perf_counter() - start, output.strip().splitlines()[-1]
+    seconds = time.perf_counter() - start
+    how, load = output.strip().splitlines()[-1].split()
+    return seconds, float(load), how
 
 
 def measure(args: argparse.Namespace, scratch: Path) -> None:
@@ -88,12 +96,14 @@ def measure(args: argparse.Namespace, scratch: Path) -> None:
             )
         prebuilt, jit = (build.reference for build in builds)
         times: dict[str, list[float]] = {jit: [], prebuilt: []}
+        loads: dict[str, list[float]] = {jit: [], prebuilt: []}
         for run in range(args.runs):
             for reference, expected in ((jit, "compiled"), (prebuilt, "prebuilt")):
-                seconds, how = one_step(engine, reference)
+                seconds, load, how = one_step(engine, reference)
                 if how != expected:
                     raise BenchError(f"{reference}: DeepSpeed's op was {how}, not {expected}")
                 times[reference].append(seconds)
+                loads[reference].append(load)
                 print(f"run {run + 1}: {reference} {seconds:.2f} s ({how})", file=sys.stderr)
         sizes = {ref: engine.image(ref).size for ref in (jit, prebuilt)}
     finally:
@@ -107,6 +117,16 @@ def measure(args: argparse.Namespace, scratch: Path) -> None:
     ratio = slow / fast
     verdict = "OK" if ratio >= TARGET else "MISSED"
     print(f"  prebuilt is {ratio:.1f}x faster (target >= {TARGET:.0f}x): {verdict}")
+    print("the op's load alone (CPUAdamBuilder().load() after the imports), median:")
+    for reference in (jit, prebuilt):
+        print(f"  {reference:24} {statistics.median(loads[reference]):7.3f} s")
+    compiled, loaded = statistics.median(loads[jit]), statistics.median(loads[prebuilt])
+    print(f"  prebuilt is {compiled / loaded:.0f}x faster")
+    rest = fast - statistics.median(loads[prebuilt])
+    print(
+        f"  the other {rest:.2f} s of a prebuilt start: the container, Python, torch and "
+        "DeepSpeed's imports, and py-cpuinfo, which DeepSpeedCPUAdam's constructor runs"
+    )
     added = sizes[prebuilt] - sizes[jit]
     print(
         f"image size: jit {sizes[jit] / 1e9:.3f} GB, prebuilt {sizes[prebuilt] / 1e9:.3f} GB; "
