@@ -27,6 +27,7 @@ from builder.cli.options import (
     PROGRESS,
     BaseImageOpt,
     CaBundleOpt,
+    NodesSshConfigOpt,
     NoLockOpt,
     PipExtraOpt,
     PipIndexOpt,
@@ -42,6 +43,7 @@ from builder.cli.options import (
     key_values,
     locked,
     spec_file,
+    ssh_config_file,
     stack_of,
 )
 from builder.errors import DriftFound, NotInEngine, TransferFailed, UsageError
@@ -166,10 +168,7 @@ def ship(
         Optional[str],  # noqa: UP045
         typer.Option("--image", help="name:tag to send (default: the spec's name:tag)."),
     ] = None,
-    ssh_config: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--ssh-config", help="ssh -F file (default: your own ssh config)."),
-    ] = None,
+    ssh_config: NodesSshConfigOpt = None,
     check: Annotated[
         bool, typer.Option("--check", help="Send nothing: name the nodes without the image.")
     ] = False,
@@ -194,8 +193,7 @@ def ship(
         raise UsageError(f"launch.runtime {stack.spec.launch.runtime}: {why}")
     if check and force:
         raise UsageError("--check sends nothing; --force sends to every node: give one of them")
-    if ssh_config is not None and not ssh_config.is_file():
-        raise UsageError(f"--ssh-config {ssh_config}: no such file")
+    ssh_config_file(ssh_config)
     names = [host.name for host in hosts_from_nodes(stack.spec.launch.nodes, 1)]
     engine = connect()  # every option is checked before the engine is asked
     ssh = Ssh(ssh_config)

@@ -154,6 +154,21 @@ OutputFileOpt = Annotated[
 ]
 PROGRESS: tuple[Mode, ...] = ("auto", "tty", "plain", "quiet")
 """builder.engine.progress.Mode, spelt out: that module is the engine's, loaded by build."""
+NodesSshConfigOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--ssh-config", help="ssh -F file for reaching the nodes (default: your own ssh config)."
+    ),
+]
+
+
+def ssh_config_file(path: Path | None) -> Path | None:
+    """--ssh-config as given, refused when there is no such file."""
+    if path is not None and not path.is_file():
+        raise UsageError(f"--ssh-config {path}: no such file")
+    return path
+
+
 ProgressOpt = Annotated[
     str,
     typer.Option(

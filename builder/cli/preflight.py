@@ -22,7 +22,15 @@ from builder.cli.app import app, say_error
 from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
-from builder.cli.options import ImageOpt, PresetOpt, SpecArg, plan_image, stack_of
+from builder.cli.options import (
+    ImageOpt,
+    NodesSshConfigOpt,
+    PresetOpt,
+    SpecArg,
+    plan_image,
+    ssh_config_file,
+    stack_of,
+)
 from builder.errors import PreflightFailed, UsageError
 
 DEFAULTS = PreflightSettings()
@@ -64,10 +72,7 @@ def preflight(
             "copy, link) is named as a straggler.",
         ),
     ] = DEFAULTS.threshold,
-    ssh_config: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--ssh-config", help="ssh config file for reaching the nodes (ssh -F)."),
-    ] = None,
+    ssh_config: NodesSshConfigOpt = None,
     rehearse: Annotated[
         bool,
         typer.Option("--rehearse", help="Run on a rehearsal's containers here instead (gloo)."),
@@ -97,8 +102,7 @@ def preflight(
             say=say,
         )  # fmt: skip
     else:
-        if ssh_config is not None and not ssh_config.is_file():
-            raise UsageError(f"--ssh-config {ssh_config}: no such file")
+        ssh_config_file(ssh_config)
         run = ClusterPreflight(
             stack.spec,
             image=reference,
