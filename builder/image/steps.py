@@ -275,10 +275,13 @@ def _deepspeed_step(resolved: ResolvedImage, pip: str) -> Step:
             tuple(commands),
         )
     accelerator = resolved.ops_build_env["DS_ACCELERATOR"]
-    commands.append(f"{VENV}/bin/python {DS_OPS_CHECK_TARGET} {','.join(ops)} {accelerator}")
-    archs = f" for {', '.join(resolved.archs)}" if resolved.archs else ""
+    archs = shlex.quote(";".join(resolved.archs))
+    commands.append(
+        f"{VENV}/bin/python {DS_OPS_CHECK_TARGET} {','.join(ops)} {accelerator} {archs}"
+    )
+    targets = f" for {', '.join(resolved.archs)}" if resolved.archs else ""
     return Step(
-        f"DeepSpeed {resolved.deepspeed} with {', '.join(ops)} compiled in{archs}",
+        f"DeepSpeed {resolved.deepspeed} with {', '.join(ops)} compiled in{targets}",
         tuple(commands),
         copies=((DS_OPS_CHECK_FILE, DS_OPS_CHECK_TARGET),),
     )

@@ -73,6 +73,9 @@ def torch_build() -> dict[str, object] | None:
 
 
 ARCH_VARIABLES = {"cuda": "TORCH_CUDA_ARCH_LIST", "rocm": "PYTORCH_ROCM_ARCH"}
+ARCHS_FILE = "builder-archs.txt"
+"""Beside DeepSpeed's record: the architectures the build compiled the ops for
+(written by ds_ops_check.py)."""
 """The image's GPU architectures for compiled ops (torch's and DeepSpeed's builders read them)."""
 
 
@@ -117,11 +120,14 @@ def deepspeed_ops(hip: bool) -> dict[str, object] | None:
     installed = info.get("installed_ops")
     ops = sorted(str(k) for k, v in installed.items() if v) if isinstance(installed, dict) else []
     accelerator = info.get("accelerator_name")
-    variable = ARCH_VARIABLES["rocm" if hip else "cuda"]
+    try:  # what the build compiled for (ds_ops_check.py's record), not a run's variable
+        archs = (folder / ARCHS_FILE).read_text()
+    except OSError:  # built without builder's record: the image's variable says it
+        archs = os.environ.get(ARCH_VARIABLES["rocm" if hip else "cuda"], "")
     return {
         "ops": ops,
         "accelerator": str(accelerator) if accelerator else None,
-        "arch": arch_list(os.environ.get(variable, "")),
+        "arch": arch_list(archs),
     }
 
 

@@ -242,6 +242,16 @@ class Platform:
         twice = sorted({arch for arch in image.archs if image.archs.count(arch) > 1})
         if twice:
             problems.append(("image.archs", f"listed twice: {', '.join(twice)}"))
+        device = [op for op in self.ops_of(image) if op in OPS and OPS[op].device]
+        if not image.archs and device:
+            problems.append(
+                (
+                    "image.archs",
+                    f"[] leaves the architectures of {', '.join(device)} to DeepSpeed's own "
+                    "guess, for GPUs of years ago that today's toolkits no longer compile "
+                    f"for: list the nodes' GPUs, e.g. {list(self.default_archs(image))}",
+                )
+            )
         return problems + self.arch_problems(image.archs, image)
 
     def ops_build_env(self, ops: tuple[str, ...], archs: tuple[str, ...]) -> dict[str, str]:

@@ -181,8 +181,8 @@ class Cuda(Platform):
                         where,
                         f"{arch}: DeepSpeed 0.19's op builder reads the minor version as a "
                         "number and stops with ValueError: invalid literal for int() with base "
-                        f"10: '{match[2]}{match[3]}'; its kernels use no {arch}-only "
-                        f"instructions: use {plain}",
+                        f"10: '{match[2]}{match[3]}'; its kernels use no {plain}{match[3]}-only "
+                        f"instructions: use {plain}{match[4] or ''}",
                     )
                 )
             elif plain not in CUDA_ARCHS:

@@ -56,10 +56,18 @@ TORCH_ROCM_INDEXES: dict[str, tuple[str, ...]] = {
 
 # gfx targets of AMD's data-centre and workstation GPUs that ROCm 6 and 7 compile for
 # (AMD's "GPU hardware specifications" and ROCm's supported-GPU lists).
-ROCM_ARCHS = (
-    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
-    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
-)  # fmt: skip
+# target -> (the first ROCm that compiles for it, the first that no longer does), where
+# known: ROCm 7.0.0 added gfx950 (MI350) and removed gfx940 and gfx941 (LLVM dropped
+# them for gfx942; hipFFT's and LLVM's release notes).
+ROCM_ARCHS: dict[str, tuple[str | None, str | None]] = {
+    "gfx900": (None, None), "gfx906": (None, None), "gfx908": (None, None),
+    "gfx90a": (None, None), "gfx940": (None, "7.0"), "gfx941": (None, "7.0"),
+    "gfx942": (None, None), "gfx950": ("7.0", None), "gfx1030": (None, None),
+    "gfx1100": (None, None), "gfx1101": (None, None), "gfx1102": (None, None),
+    "gfx1200": (None, None), "gfx1201": (None, None),
+}  # fmt: skip
+GFX_FEATURES = ("xnack+", "xnack-", "sramecc+", "sramecc-")
+"""What PYTORCH_ROCM_ARCH may add to a target (gfx90a:xnack-)."""
 
 # rocm/dev-ubuntu-XX.04:TAG images AMD's docs and its Dockerfiles use (Docker Hub
 # itself cannot be listed from here; name another with image.base).
@@ -124,16 +132,44 @@ class Rocm(Platform):
         """MI200 and MI300."""
         return ("gfx90a", "gfx942")
 
-    def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:  # noqa: ARG002
-        return [
-            (
-                f"image.archs[{index}]",
-                f"{arch} is not an AMD GPU target builder knows; choose from "
-                f"{', '.join(ROCM_ARCHS)} (the gfx name rocminfo shows)",
-            )
-            for index, arch in enumerate(archs)
-            if arch not in ROCM_ARCHS
-        ]
+    def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:
+        rocm = image.versions.get("rocm", DEFAULT_ROCM if image.base is None else None)
+        problems: Problems = []
+        for index, arch in enumerate(archs):
+            where = f"image.archs[{index}]"
+            target, *features = arch.split(":")
+            odd = [f for f in features if f not in GFX_FEATURES]
+            if target not in ROCM_ARCHS:
+                problems.append(
+                    (
+                        where,
+                        f"{arch} is not an AMD GPU target builder knows; choose from "
+                        f"{', '.join(ROCM_ARCHS)} (the gfx name rocminfo shows)",
+                    )
+                )
+            elif odd:
+                problems.append(
+                    (
+                        where,
+                        f"{arch}: {', '.join(odd)} is not a target feature; a target may "
+                        f"carry {', '.join(GFX_FEATURES)} (e.g. gfx90a:xnack-)",
+                    )
+                )
+            elif rocm is not None:
+                first, gone = ROCM_ARCHS[target]
+                if first and version_key(rocm) < version_key(first):
+                    problems.append(
+                        (where, f"{target} needs ROCm {first} or newer; the base has {rocm}")
+                    )
+                elif gone and version_key(rocm) >= version_key(gone):
+                    problems.append(
+                        (
+                            where,
+                            f"ROCm {gone} and newer no longer compile for {target} (the base "
+                            f"has {rocm}): use gfx942, the MI300's target",
+                        )
+                    )
+        return problems
 
     def default_base(self, image: ImageSpec) -> str:
         rocm = image.versions.get("rocm", DEFAULT_ROCM)

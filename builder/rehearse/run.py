@@ -91,7 +91,13 @@ class Rehearsal:
         self.launcher = runs.name if runs else launcher
         self.slurm = launcher == SLURM
         self.workload = workload_of(
-            spec, self.session, self.launcher, script, tuple(args), slurm=self.slurm
+            spec,
+            self.session,
+            self.launcher,
+            script,
+            tuple(args),
+            slurm=self.slurm,
+            image_labels=engine.image(image).labels,
         )
         self.strategy: Strategy | None = None
         self.plan: LaunchPlan | None = None

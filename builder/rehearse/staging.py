@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.cluster.dsenv import dsenv_for
-from builder.contract import CLUSTER_DIR, DSENV
+from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
 from builder.launch import launchers
 from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
 from builder.launch.bundle import write_bundle
@@ -34,6 +34,8 @@ from builder.rehearse.report import Expected
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from builder.launch.actions import Action
     from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Node, Session
@@ -68,6 +70,7 @@ def workload_of(
     args: tuple[str, ...],
     *,
     slurm: bool = False,
+    image_labels: Mapping[str, str] | None = None,
 ) -> Workload:
     """What the session's nodes run for spec (slurm: as slurmd nodes that see the session
     folder at the cluster folder's path)."""
@@ -109,19 +112,29 @@ def workload_of(
     expected_env = platforms.run_environment(staged)
     if launchers.get(launcher).reads_dsenv:
         expected_env["BUILDER_PROBE_DSENV"] = DSENV_VALUE
-    platform = platforms.get(spec.image.accelerator)
-    # the ops compiled for the accelerator the rehearsal's ranks run (its stand-in's): a
-    # GPU image's ops are for its GPUs, and DeepSpeed compiles them again on a CPU
-    stand_in = platforms.get(platform.stand_in)
-    ops = platform.ops_of(spec.image) if platform.ds_accelerator == stand_in.ds_accelerator else ()
     expected = Expected(
         nodes=names,
         slots=launch.slots,
         master=names[0],
         env=expected_env,
-        ops=tuple(op for op in ops if op in PROBED_OPS),
+        ops=probed_ops(image_labels or {}),
     )
     return Workload(staged, expected)
+
+
+def probed_ops(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The ops the probe uses: those the image's labels say it carries, compiled for the
+    accelerator the rehearsal's ranks run (its platform's stand-in's). A GPU image's ops
+    are for its GPUs, and DeepSpeed compiles them again on a CPU; an image without the
+    label (built before, or with deepspeed_ops: []) carries none."""
+    accelerator = labels.get(ACCELERATOR_LABEL)
+    if accelerator not in platforms.names():
+        return ()
+    platform = platforms.get(accelerator)
+    if platform.ds_accelerator != platforms.get(platform.stand_in).ds_accelerator:
+        return ()
+    carried = labels.get(DEEPSPEED_OPS_LABEL, "").split(",")
+    return tuple(op for op in PROBED_OPS if op in carried)
 
 
 def write_workload(workload: Workload, session: Session, image: str) -> list[Path]:

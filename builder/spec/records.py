@@ -187,7 +187,7 @@ class ImageSpec:
     )
     archs: tuple[str, ...] | None = field(
         None,
-        items_pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,31}$",
+        items_pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,47}$",
         description=(
             "GPU architectures the prebuilt ops are compiled for: CUDA compute capabilities "
             "(8.0, 9.0, 10.0; X.Y+PTX adds PTX for later GPUs), ROCm gfx targets (gfx90a, "

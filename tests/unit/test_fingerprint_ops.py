@@ -77,6 +77,15 @@ def test_the_collector_reads_the_installed_ops_without_importing_deepspeed(
     assert ", prebuilt ops: cpu_adam, fused_adam (cuda; 8.0;9.0+PTX)\n" in summary
 
 
+def test_the_builds_own_record_of_its_architectures_wins_over_a_runs_variable(
+    tmp_path: Path,
+) -> None:
+    root = fake_deepspeed(tmp_path)
+    (root / "deepspeed" / collect.ARCHS_FILE).write_text("8.0;9.0\n")
+    found = collected(root, TORCH_CUDA_ARCH_LIST="10.0")  # launch.env would not change the .so
+    assert found["deepspeed_ops"]["arch"] == ["8.0", "9.0"]
+
+
 def test_an_old_deepspeed_without_the_file_has_no_prebuilt_ops(tmp_path: Path) -> None:
     found = collected(fake_deepspeed(tmp_path, None))
     assert found["deepspeed_ops"] == {"ops": [], "accelerator": None, "arch": []}

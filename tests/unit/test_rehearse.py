@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from builder.contract import REHEARSAL_LABEL
+from builder.contract import ACCELERATOR_LABEL, DEEPSPEED_OPS_LABEL, REHEARSAL_LABEL
 from builder.launch.actions import ContainerStart
 from builder.launch.plan import launch_plan
 from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
 from builder.rehearse.session import Node
-from builder.rehearse.staging import on_node
+from builder.rehearse.staging import on_node, probed_ops
 from builder.rehearse.torchrun import ROOT_CAUSE, rank_lines
 from builder.spec.loader import load_preset
 
@@ -160,3 +160,11 @@ def test_a_node_that_compiled_an_op_the_image_carries_is_named() -> None:
         "rank 0: DeepSpeed's cpu_adam: not tried",
         "rank 2: DeepSpeed's cpu_adam: not tried",
     }
+
+
+def test_the_ops_a_rehearsal_asks_for_come_from_the_images_labels() -> None:
+    cpu = {ACCELERATOR_LABEL: "cpu", DEEPSPEED_OPS_LABEL: "cpu_adam,deepspeed_shm_comm"}
+    assert probed_ops(cpu) == ("cpu_adam",)
+    assert probed_ops({**cpu, ACCELERATOR_LABEL: "cuda"}) == ()  # built for its GPUs
+    assert probed_ops({ACCELERATOR_LABEL: "cpu"}) == ()  # built before, or with []
+    assert probed_ops({}) == ()

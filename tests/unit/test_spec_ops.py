@@ -16,6 +16,7 @@ import pytest
 
 from builder.deepspeed_ops import NOT_BUILT, OPS
 from builder.errors import SpecError
+from builder.fingerprint.deepspeed_ops import HOST_OPS
 from builder.image.context import render_outputs
 from builder.payload import payload_path
 from builder.platforms import every, get
@@ -96,7 +97,12 @@ def test_an_empty_list_compiles_nothing() -> None:
         ("cpu", '  archs: ["8.0"]', "cpu images are not compiled for GPU architectures"),
         ("cuda", '  archs: ["9.0a"]', "invalid literal for int() with base 10: '0a'"),
         ("cuda", '  archs: ["9.0a"]', "use 9.0"),
-        ("cuda", '  archs: ["10.0a+PTX"]', "use 10.0"),
+        ("cuda", '  archs: ["10.0a+PTX"]', "use 10.0+PTX"),
+        ("cuda", "  archs: []", "[] leaves the architectures of fused_adam"),
+        ("rocm", "  archs: []", "[] leaves the architectures of fused_adam"),
+        ("rocm", "  archs: [gfx940]", "ROCm 7.0 and newer no longer compile for gfx940"),
+        ("rocm", '  rocm: "6.2.4"\n  torch: "2.6.0"\n  archs: [gfx950]', "needs ROCm 7.0"),
+        ("rocm", "  archs: ['gfx90a:xnack']", "xnack is not a target feature"),
         ("cuda", "  archs: [Hopper]", "use 9.0"),
         ("cuda", '  archs: ["8.0 9.0"]', "image.archs[0]"),
         ("cuda", '  archs: ["9.0;id"]', "image.archs[0]"),
@@ -115,10 +121,26 @@ def test_bad_ops_and_archs_are_refused_naming_the_field(
 ) -> None:
     text = spec(accelerator, extra)
     if "torch:" in extra:  # the case sets its own torch
-        text = text.replace('  torch: "2.15.0"\n', "", 1)
+        text = text.replace('  torch: "2.15.0"\n', "", 1).replace('  torch: "2.13.0"\n', "", 1)
     if "deepspeed: null" in extra:
         text = text.replace('  deepspeed: "0.19.8"\n', "", 1).replace("\n  deepspeed: null", "")
     assert says in refused(text)
+
+
+def test_targets_with_features_and_an_empty_list_without_gpu_ops_are_fine() -> None:
+    parse_spec(spec("rocm", "  archs: ['gfx90a:xnack-', 'gfx942:sramecc+:xnack-']"), "s.yaml")
+    parse_spec(spec("cuda", "  deepspeed_ops: [cpu_adam]\n  archs: []"), "s.yaml")
+
+
+def test_the_payloads_tables_match_the_library() -> None:
+    """The payload scripts run alone in the image (no builder there): their copies of the
+    library's tables are held to them here."""
+    collect = runpy.run_path(str(payload_path("collect.py")))
+    variables = {p.name: p.arch_variable for p in every() if p.arch_variable}
+    assert collect["ARCH_VARIABLES"] == variables
+    check = runpy.run_path(str(payload_path("ds_ops_check.py")))
+    assert check["ARCHS_FILE"] == collect["ARCHS_FILE"]
+    assert {name for name, op in OPS.items() if not op.device} <= HOST_OPS
 
 
 def test_a_cuda_toolkit_deepspeed_cannot_compile_with_is_refused() -> None:
@@ -207,3 +229,5 @@ def test_the_build_check_fails_on_a_skipped_op(
     )
     assert done.returncode == code, done.stderr
     assert says in done.stdout + done.stderr
+    written = tmp_path / "deepspeed" / "builder-archs.txt"
+    assert written.exists() is (code == 0)
