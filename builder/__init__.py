@@ -75,7 +75,8 @@ if TYPE_CHECKING:
     from builder.preflight.show import table as preflight_table
     from builder.rehearse.report import rank_table
     from builder.rehearse.run import MAX_NODES as MAX_REHEARSAL_NODES
-    from builder.rehearse.run import rehearsal_launchers, rehearse
+    from builder.rehearse.run import rehearsal_launchers
+    from builder.rehearse.run import rehearse as rehearse_stack
     from builder.spec.loader import (
         MAX_SPEC_BYTES,
         Stack,
@@ -168,7 +169,7 @@ _EXPORTS = {
     "parse_assignments": "builder.cluster.dsenv",
     "Ssh": "builder.cluster.ssh",
     # rehearsal and preflight
-    "rehearse": "builder.rehearse.run",
+    "rehearse_stack": "builder.rehearse.run",
     "rehearsal_launchers": "builder.rehearse.run",
     "MAX_REHEARSAL_NODES": "builder.rehearse.run",
     "rank_table": "builder.rehearse.report",
@@ -205,6 +206,7 @@ _RENAMED = {
     "MAX_REHEARSAL_NODES": "MAX_NODES",
     "preflight_table": "table",
     "image_report_text": "report_text",
+    "rehearse_stack": "rehearse",
 }
 """Public names that differ from the name in their module."""
 
@@ -287,7 +289,7 @@ __all__ = [
     "read_hostfile",
     "read_pin",
     "rehearsal_launchers",
-    "rehearse",
+    "rehearse_stack",
     "rehearsed_preflight",
     "render_apptainer",
     "render_dockerfile",

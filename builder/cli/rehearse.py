@@ -16,7 +16,7 @@ from builder import (
     rank_table,
     rehearsal_launchers,
 )
-from builder import rehearse as run_rehearsal
+from builder import rehearse_stack as run_rehearsal
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, set_result
 

@@ -182,10 +182,13 @@ class Platform:
         return []
 
     def ops_of(self, image: ImageSpec) -> tuple[str, ...]:
-        """The ops compiled into image: the spec's, else the platform's default."""
+        """The ops compiled into image: the spec's, else the platform's default (none
+        without DeepSpeed, which a checked spec does not list ops for)."""
+        if not image.deepspeed:
+            return ()
         if image.deepspeed_ops is not None:
             return image.deepspeed_ops
-        return self.default_deepspeed_ops if image.deepspeed else ()
+        return self.default_deepspeed_ops
 
     def archs_of(self, image: ImageSpec) -> tuple[str, ...]:
         """The GPU architectures of image: the spec's, else the default where DeepSpeed is."""

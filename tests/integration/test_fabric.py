@@ -40,6 +40,7 @@ def test_an_infiniband_image_has_the_rdma_userspace(engine: Engine, inputs: Buil
         tag="it",
         fabric="infiniband",
         deepspeed=None,
+        deepspeed_ops=None,
         pdsh=False,
         ssh=replace(stack.spec.image.ssh, enabled=False),
     )

@@ -3,6 +3,9 @@ README's example runs as written."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import re
 import subprocess
 import sys
@@ -48,3 +51,18 @@ def test_every_public_name_is_in_the_readme() -> None:
         name for name in builder.__all__ if name != "__version__" and f"`{name}" not in section
     ]
     assert not missing, f"README's Python API does not list {missing}"
+
+
+def test_no_public_name_is_shadowed_by_a_subpackage() -> None:
+    """A public name that is also a submodule's (builder.rehearse) is that module once the
+    module is imported: the module attribute wins over the lazy __getattr__."""
+    for module in pkgutil.walk_packages(builder.__path__, "builder."):
+        if (
+            module.name.startswith("builder.cli")
+            or ".payload." in module.name
+            or module.name.endswith("__main__")
+        ):
+            continue
+        importlib.import_module(module.name)
+    for name in builder.__all__:
+        assert not inspect.ismodule(getattr(builder, name)), name
