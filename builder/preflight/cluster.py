@@ -151,17 +151,18 @@ class ClusterPreflight:
         self.check_folder()
         try:
             output, faults = self._job()
+            self.cleanup(stop=bool(faults))
         except KeyboardInterrupt:
+            # wherever Ctrl-C lands, job or cleanup, the run is stopped and not judged
             self.nodes.end()
-            self.cleanup(stop=True)
+            self._cleanup_once_more()
             raise Interrupted(
                 "preflight interrupted; what it started on the nodes was stopped and removed"
             ) from None
         except BaseException:
             self.nodes.end()
-            self.cleanup(stop=True)
+            self._cleanup_once_more()
             raise
-        self.cleanup(stop=bool(faults))
         expected = expected_of(
             self.spec.image.accelerator,
             self.plan.nodes,
@@ -248,6 +249,14 @@ class ClusterPreflight:
                     what = f"the probe's launch exited {code}"
                     faults.append(Finding(node, what, log_tail=tail(output)))
         return "".join(output for _, output in outputs.values()), faults
+
+    def _cleanup_once_more(self) -> None:
+        """The stop and removal after an interruption; a second Ctrl-C during it is not
+        lost, it only cuts this short (the next preflight removes what is left)."""
+        try:
+            self.cleanup(stop=True)
+        except KeyboardInterrupt:
+            self.nodes.end()
 
     def _stop(self) -> None:
         """launch.sh's own stop arm, on the nodes its steps ran on."""

@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.errors import EXIT_CODES
 from builder.spec.presets import preset_text
-from tests.conftest import ctrl_c_reaches_it
-from tests.integration.conftest import CA_BUNDLE
+from tests.integration.images import CA_BUNDLE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -121,7 +120,6 @@ def test_ctrl_c_stops_the_build_and_tags_nothing(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
     )
     assert process.stderr is not None
     deadline = time.monotonic() + 120

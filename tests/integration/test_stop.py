@@ -20,8 +20,7 @@ from builder.rehearse.run import Rehearsal
 from builder.rehearse.ssh import ranks_running
 from builder.rehearse.staging import USER_SCRIPTS
 from builder.spec.loader import load_preset
-from tests.conftest import ctrl_c_reaches_it
-from tests.integration.conftest import IMAGE
+from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,7 +54,6 @@ def foreground(script: Path, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
     )
 
 

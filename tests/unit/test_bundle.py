@@ -19,7 +19,7 @@ from builder.cli import app
 from builder.errors import OutputExists
 from builder.launch.bundle import write_bundle
 from builder.spec.loader import load_preset
-from tests.conftest import ctrl_c_reaches_it, real_tool
+from tests.conftest import real_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -138,7 +138,6 @@ def start_launch(
         start_new_session=True,  # its own process group, as a terminal's foreground job
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
     )
     pid_file = tmp_path / "log.pid"
     deadline = time.monotonic() + 20

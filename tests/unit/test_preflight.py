@@ -391,3 +391,44 @@ def test_no_arch_list_or_nothing_prebuilt_is_not_judged() -> None:
     for each in (prebuilt([]), none, {"device_arch": "9.0", "deepspeed_ops": None}):
         result = judge(output(reports(want, node3=each)), want)
         assert result.ok, [f.text() for f in result.findings]
+
+
+@pytest.mark.parametrize("where", ["job", "cleanup"])
+def test_ctrl_c_anywhere_in_the_run_stops_it_and_judges_nothing(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the job or during the cleanup after it: the run ends Interrupted
+    (exit 130), every ssh is ended, launch.sh's stop runs, and no partial job is judged."""
+    from builder.errors import Interrupted
+
+    run = ClusterPreflight(
+        load_preset("cpu-deepspeed").spec,
+        image="i:1",
+        cluster_dir=tmp_path / "c",
+        settings=Settings(),
+        ssh=Ssh(),
+    )
+    calls: list[str] = []
+    for step in ("reach", "write", "check_folder"):
+        monkeypatch.setattr(run, step, lambda: None)
+
+    def job() -> tuple[str, list[Any]]:
+        if where == "job":
+            raise KeyboardInterrupt
+        return "a partial job's output", []
+
+    def cleanup(*, stop: bool = False, **_: bool) -> None:
+        calls.append(f"cleanup stop={stop}")
+        if where == "cleanup" and len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "_job", job)
+    monkeypatch.setattr(run, "cleanup", cleanup)
+    monkeypatch.setattr(run.nodes, "end", lambda: calls.append("end"))
+    monkeypatch.setattr(
+        "builder.preflight.cluster.judge", lambda *_: pytest.fail("a partial job was judged")
+    )
+    with pytest.raises(Interrupted) as caught:
+        run.run()
+    assert caught.value.exit_code == 130
+    assert calls[-2:] == ["end", "cleanup stop=True"]
