@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
+import subprocess
 import textwrap
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -60,16 +64,82 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def real_tool(name: str) -> str:
-    """Path of a real external tool (see unavailable when it is missing)."""
-    sbin = Path("/usr/sbin") / name  # sshd lives here, often off a user's PATH
-    path = shutil.which(name) or (str(sbin) if sbin.exists() else None)
+    """Path of a real external tool; scripts/ensure-tools.sh installs the suite's tools
+    when one is missing (see unavailable when it still is)."""
+    path = _installed(name)
     if path is None:
-        unavailable(f"{name} is not installed (scripts/ensure-tools.sh installs it)")
+        problem = _ensure_tools()
+        path = _installed(name)
+        if path is None:
+            unavailable(f"{name} is not installed, and scripts/ensure-tools.sh did not "
+                        f"install it: {problem or 'it does not know it'}")  # fmt: skip
     return path
 
 
-def ctrl_c_reaches_it() -> None:
-    """A preexec_fn: the child takes SIGINT as a terminal's foreground job does. A shell
-    that runs the suite in the background (`nohup ... &`, some CI runners) hands down
-    an ignored SIGINT, Python keeps it ignored, and a Ctrl-C test would prove nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _installed(name: str) -> str | None:
+    sbin = Path("/usr/sbin") / name  # sshd lives here, often off a user's PATH
+    return shutil.which(name) or (str(sbin) if sbin.exists() else None)
+
+
+@functools.cache
+def _ensure_tools() -> str | None:
+    """Run scripts/ensure-tools.sh once: None when it succeeded, else why not."""
+    script = Path(__file__).parents[1] / "scripts" / "ensure-tools.sh"
+    result = subprocess.run(
+        [str(script)], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+    )
+    if result.returncode == 0:
+        return None
+    return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-800:]}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches what the tests start, as it reaches a terminal's foreground job. A
+    shell that runs the suite in the background (`nohup ... &`, CI runners, a
+    non-interactive `cmd &`) hands down an ignored SIGINT, every child would inherit it
+    and a Ctrl-C test would prove nothing (or judge a run that was never interrupted).
+    A handled signal is reset to its default by exec, so every process the tests start
+    takes SIGINT as a user's does."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that need no engine first (in whatever order they came, random
+    included): the shared images build meanwhile (tests/integration/images.py)."""
+    items.sort(key=lambda item: item.get_closest_marker("integration") is not None)
+
+
+@dataclass
+class Span:
+    """The wall time of one kind of test: first start to last end."""
+
+    start: float
+    end: float = 0.0
+    tests: int = 0
+
+
+SPANS: dict[str, Span] = {}
+
+
+def _kind(nodeid: str) -> str:
+    return "integration" if nodeid.startswith("tests/integration/") else "engine-free"
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    SPANS.setdefault(_kind(nodeid), Span(time.monotonic())).tests += 1
+
+
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    SPANS[_kind(nodeid)].end = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each kind's wall time (the shared images build during the engine-free span)."""
+    if SPANS:
+        terminalreporter.section("wall time by kind")
+        for kind, span in sorted(SPANS.items()):
+            terminalreporter.write_line(
+                f"{kind}: {span.tests} tests, {span.end - span.start:.0f} s"
+            )

@@ -10,6 +10,7 @@ submitted with sbatch and followed to COMPLETED.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 CONTROLLER = "slurmctl"
 SLURM_READY = 90.0
 BASE_LABEL = REHEARSAL_BASE_LABEL
+# where the daemons write (munged's is its default): read back when a node is not ready
+LOGS = "/var/log/slurm"
+DAEMON_LOGS = f"{LOGS}/slurmctld.log {LOGS}/slurmd.log /var/log/munge/munged.log"
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 DOCKERFILE = """\
@@ -67,10 +71,10 @@ install -o munge -g munge -m 0400 {folder}/munge.key /etc/munge/munge.key
 install -d -o munge -g munge /run/munge
 runuser -u munge -- munged
 install -D -m 0644 {folder}/slurm.conf /etc/slurm/slurm.conf
-mkdir -p /var/spool/slurmctld /var/spool/slurmd
+mkdir -p /var/spool/slurmctld /var/spool/slurmd {logs}
 case "$(hostname)" in
-    {controller}) slurmctld ;;
-    *) slurmd -N "$(hostname)" ;;
+    {controller}) slurmctld -L {logs}/slurmctld.log ;;
+    *) slurmd -N "$(hostname)" -L {logs}/slurmd.log ;;
 esac
 exec sleep infinity
 """
@@ -119,7 +123,9 @@ class SlurmCluster:
                 controller=CONTROLLER, count=len(session.nodes), cpus=os.cpu_count() or 1
             )
         )
-        (folder / "start.sh").write_text(START.format(folder=CLUSTER_DIR, controller=CONTROLLER))
+        (folder / "start.sh").write_text(
+            START.format(folder=CLUSTER_DIR, controller=CONTROLLER, logs=LOGS)
+        )
         script = sbatch_script(
             self.workload.spec,
             image=self.image,
@@ -159,11 +165,29 @@ class SlurmCluster:
             if code == 0 and all(states.get(n.name) == "idle" for n in session.nodes):
                 return True
             time.sleep(0.5)
+        if code != 0:
+            session.fault(
+                CONTROLLER,
+                f"slurmctld did not answer sinfo within {SLURM_READY:.0f} s",
+                self._daemon_logs(self.controller),
+            )
         for node in session.nodes:
             if states.get(node.name) != "idle":
-                session.node_fault(node, f"slurmd not idle after {SLURM_READY:.0f} s "
-                                   f"(state {states.get(node.name, 'unknown')})")  # fmt: skip
+                state = states.get(node.name, "unknown")
+                what = f"slurmd not idle after {SLURM_READY:.0f} s (state {state})"
+                session.node_fault(node, what, self._daemon_logs(node.container))
         return False
+
+    def _daemon_logs(self, container: str) -> str:
+        """Why a daemon is not up: what the container printed (the start script's errors)
+        and the end of the daemons' own logs, when it still runs."""
+        engine = self.session.engine
+        found = []
+        with contextlib.suppress(Exception):  # a container that is gone has nothing to say
+            found.append(engine.logs(container))
+        with contextlib.suppress(Exception):  # one that stopped runs no command
+            found.append(engine.exec(container, ["sh", "-c", f"tail -n 15 {DAEMON_LOGS} 2>&1"])[1])
+        return "".join(found)
 
     def job(self) -> None:
         session = self.session

@@ -3,12 +3,16 @@ base image or wheel fails the tests; elsewhere they skip with how to get them.""
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import json
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,39 +20,132 @@ import pytest
 
 from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.errors import EngineUnavailable
-from builder.image.inputs import BuildInputs, load_inputs
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from builder.spec.loader import load_preset
 from tests.conftest import unavailable
+from tests.integration.images import (
+    BASE_IMAGE,
+    CA_BUNDLE,
+    IMAGE,
+    KEEP,
+    OPENMPI_IMAGE,
+    SHARED,
+    TORCH,
+    WHEELHOUSE,
+    Prebuild,
+    build_shared,
+    cpu_wheels,
+    run_script,
+    suite_inputs,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from builder.engine import DockerEngine, Engine
     from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
     from builder.rehearse.session import Outcome
 
-BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
-CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
-TORCH = "2.13.0"
-IMAGE = "builder-test/cpu-deepspeed:it"
-OPENMPI_IMAGE = "builder-test/cpu-openmpi:it"
-# Kept between sessions as the build cache; every other image a session makes is removed.
-KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE)
-
 pytestmark = pytest.mark.integration
+
+PREBUILD = pytest.StashKey[Prebuild]()
+
+# Every image constant and the fixture that makes it when it is missing. A test that
+# names one (itself, through a fixture, or through a helper of the suite) must ask for
+# its fixture: on a fresh machine nothing else makes it, and in another order of the
+# tests an image another test happened to build is not there yet.
+IMAGE_FIXTURES = {BASE_IMAGE: "base_image", IMAGE: "cpu_image", OPENMPI_IMAGE: "openmpi_image"}
+
+
+@functools.cache
+def images_named(thing: Callable[..., object]) -> frozenset[str]:
+    """The image constants a function or class of the suite names, itself or through the
+    suite's own helpers it refers to."""
+    module = sys.modules[getattr(thing, "__module__", "")]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(thing)))
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name):
+            continue
+        value = vars(module).get(node.id)
+        if isinstance(value, str) and value in IMAGE_FIXTURES:
+            named.add(value)
+        elif (inspect.isfunction(value) or inspect.isclass(value)) and value is not thing:
+            helper: Callable[..., object] = value
+            if helper.__module__.startswith("tests."):
+                named |= images_named(helper)
+    return frozenset(named)
+
+
+def missing_image_fixtures(item: pytest.Function) -> list[str]:
+    """The fixtures of the images item names that it does not ask for."""
+    definitions = item._fixtureinfo.name2fixturedefs.values()
+    functions = [item.function, *(defs[-1].func for defs in definitions)]
+    named = frozenset().union(*(images_named(function) for function in functions))
+    return sorted({IMAGE_FIXTURES[image] for image in named} - set(item.fixturenames))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Fail the run before it starts when a test uses an image it does not ask for."""
+    problems = [
+        f"{item.nodeid} uses the image of {', '.join(missing)} without asking for it"
+        for item in items
+        if isinstance(item, pytest.Function)
+        and item.get_closest_marker("integration")
+        and (missing := missing_image_fixtures(item))
+    ]
+    if problems:
+        raise pytest.UsageError(
+            "tests that name a test image must ask for the fixture that makes it (add it "
+            "as a parameter or with @pytest.mark.usefixtures):\n  " + "\n  ".join(problems)
+        )
 
 
 @pytest.fixture(scope="session")
 def engine() -> DockerEngine:
+    """The machine's Docker engine; scripts/engine.sh starts one when none answers."""
     from builder.engine import connect
 
     try:
         return connect()
+    except EngineUnavailable:
+        problem = run_script("engine.sh")
+    try:
+        return connect()
     except EngineUnavailable as exc:
-        unavailable(f"{exc} (scripts/engine.sh starts one)")
+        unavailable(f"{exc}, and scripts/engine.sh could not start one: {problem}")
         raise
+
+
+@pytest.fixture(scope="session")
+def prebuild(request: pytest.FixtureRequest) -> Prebuild | None:
+    """The build of the shared images that began with the run, if one did."""
+    return request.config.stash.get(PREBUILD, None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When the run has integration tests, start building the shared images at once:
+    they build while the engine-free tests, which run first, take their turn."""
+    wanted = any(item.get_closest_marker("integration") for item in session.items)
+    if (
+        not wanted
+        or session.config.option.collectonly
+        or os.environ.get("BUILDER_TEST_PREBUILD") == "0"
+    ):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="builder-prebuild-"))
+    session.config.stash[PREBUILD] = Prebuild.start(folder, list(SHARED))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    prebuild = session.config.stash.get(PREBUILD, None)
+    if prebuild is not None:
+        prebuild.stop()
+        log = prebuild.folder / "prebuild.log"
+        if log.exists() and session.config.getoption("verbose") > 0:
+            sys.stderr.write(f"\nthe shared images' prebuild:\n{log.read_text()}")
 
 
 # Short ids of every step image of the KEEP builds: their non-final stages (the python
@@ -107,72 +204,51 @@ def no_images_left() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def base_image(engine: Engine) -> str:
+    """The local Debian base (no registry here); scripts/base-image.sh makes it."""
     if not engine.exists(BASE_IMAGE):
-        unavailable(f"base image {BASE_IMAGE} is missing: run scripts/base-image.sh")
+        problem = run_script("base-image.sh", BASE_IMAGE)
+        if problem is not None or not engine.exists(BASE_IMAGE):
+            unavailable(f"base image {BASE_IMAGE} is missing and scripts/base-image.sh "
+                        f"could not make it: {problem}")  # fmt: skip
     return BASE_IMAGE
 
 
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
-    """A folder holding the CPU torch wheel (pip finds it on these machines offline)."""
-    folder = Path(
-        os.environ.get("BUILDER_TEST_WHEELHOUSE", Path.home() / ".cache/builder-tests/wheels")
-    )
-    if not list(folder.glob(f"torch-{TORCH}*.whl")):
-        folder.mkdir(parents=True, exist_ok=True)
-        # --no-index: only local find-links (PIP_FIND_LINKS on our machines); PyPI's
-        # Linux torch is the multi-GB CUDA build and must never be fetched here.
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-index",
-                "-d",
-                str(folder),
-                f"torch=={TORCH}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        cpu = [p for p in folder.glob(f"torch-{TORCH}*.whl") if "+cpu" in p.name]
-        if not cpu:
-            unavailable(
-                f"no CPU torch {TORCH} wheel for the wheelhouse ({result.stderr.strip()[-200:]}); "
-                "put one in BUILDER_TEST_WHEELHOUSE or make pip find it (PIP_FIND_LINKS)"
-            )
-    return folder
+    """A folder holding the CPU torch wheel; scripts/wheelhouse.sh fills it."""
+    if not cpu_wheels():
+        problem = run_script("wheelhouse.sh", str(WHEELHOUSE))
+        if not cpu_wheels():
+            unavailable(f"no CPU torch {TORCH} wheel in {WHEELHOUSE}: {problem}")
+    return WHEELHOUSE
 
 
 @pytest.fixture(scope="session")
 def inputs(base_image: str, wheelhouse: Path) -> BuildInputs:
     if not CA_BUNDLE.is_file():
         unavailable(f"no CA bundle at {CA_BUNDLE}")
-    return load_inputs(base_image=base_image, ca_bundle=CA_BUNDLE, wheelhouse=wheelhouse)
+    return suite_inputs(wheelhouse)
 
 
 @pytest.fixture(scope="session")
-def cpu_image(engine: Engine, inputs: BuildInputs) -> BuildResult:
+def cpu_image(engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None) -> BuildResult:
     """The cpu-deepspeed preset, built for real once per session."""
-    from builder.engine.build import build_image
-    from builder.engine.progress import PlainProgress
+    return keep(shared_image(IMAGE, engine, inputs, prebuild))
 
-    with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
-        return keep(
-            build_image(
-                load_preset("cpu-deepspeed"),
-                inputs,
-                reference=IMAGE,
-                engine=engine,
-                progress=PlainProgress(
-                    sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink
-                ),
-            )
-        )
+
+@pytest.fixture(scope="session")
+def openmpi_image(engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None) -> str:
+    """cpu-deepspeed with OpenMPI (images.openmpi_stack), built for real once per session."""
+    return keep(shared_image(OPENMPI_IMAGE, engine, inputs, prebuild)).reference
+
+
+def shared_image(
+    reference: str, engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None
+) -> BuildResult:
+    """A shared image: once the prebuild is done with it, every layer is cached."""
+    if prebuild is not None:
+        prebuild.wait(reference)
+    return build_shared(reference, inputs, engine)
 
 
 def run_in(engine: Engine, image: str, script: str) -> str:

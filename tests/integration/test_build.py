@@ -15,7 +15,8 @@ from builder.image.context import DOCKERFILE, docker_context
 from builder.image.inputs import with_base
 from builder.image.recipe import image_recipe, spec_hash
 from builder.spec.loader import load_preset
-from tests.integration.conftest import CA_BUNDLE, IMAGE, TORCH, run_in, saved_layers
+from tests.integration.conftest import run_in, saved_layers
+from tests.integration.images import CA_BUNDLE, IMAGE, TORCH
 
 if TYPE_CHECKING:
     from builder.engine import Engine

@@ -11,7 +11,7 @@ import pytest
 from builder.engine.build import build_image
 from builder.spec.loader import load_preset, load_spec
 from builder.spec.presets import preset_text
-from tests.integration.conftest import IMAGE
+from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
     from pathlib import Path

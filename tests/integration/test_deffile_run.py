@@ -20,8 +20,8 @@ from builder.engine.build import build_image
 from builder.lint.deffile import check_deffile
 from builder.lock.file import lock_path
 from builder.spec.loader import load_spec
-from tests.integration.conftest import BASE_IMAGE, CA_BUNDLE
 from tests.integration.deffile_runner import run_deffile
+from tests.integration.images import BASE_IMAGE, CA_BUNDLE
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -27,7 +27,8 @@ from builder.fingerprint.sources import of_container, of_image
 from builder.lock.apply import with_lock
 from builder.lock.file import lock_path
 from builder.spec.loader import load_spec
-from tests.integration.conftest import CA_BUNDLE, IMAGE, run_between
+from tests.integration.conftest import run_between
+from tests.integration.images import CA_BUNDLE, IMAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -120,6 +121,7 @@ def test_lock_and_image_diff_clean_and_a_changed_pin_is_named(locked_stack: Path
     assert "python package einops 0.8.2" in differ.stderr
 
 
+@pytest.mark.usefixtures("cpu_image")
 def test_verify_names_the_drifted_node_and_package(
     other_einops: Path,
     tmp_path: Path,

@@ -22,7 +22,7 @@ from builder.engine.progress import PlainProgress
 from builder.errors import BuildError
 from builder.fingerprint.sources import of_image
 from builder.spec.loader import Stack, load_preset
-from tests.integration.conftest import IMAGE, TORCH
+from tests.integration.images import IMAGE, TORCH
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

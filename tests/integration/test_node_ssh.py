@@ -31,7 +31,7 @@ from builder.image.rootfs import rootfs_files
 from builder.output import write_files
 from builder.spec.loader import load_preset
 from builder.spec.records import User
-from tests.integration.conftest import IMAGE
+from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -28,7 +28,7 @@ from builder.rehearse.ssh import ranks_running
 from builder.spec.loader import load_preset, load_stack
 from builder.spec.records import Mount
 from tests.conftest import real_tool
-from tests.integration.conftest import IMAGE
+from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

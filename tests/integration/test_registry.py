@@ -8,7 +8,6 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,7 +23,8 @@ from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest
 from builder.rehearse.run import rehearse
 from builder.spec.loader import load_stack
 from tests.conftest import unavailable
-from tests.integration.conftest import IMAGE, OPENMPI_IMAGE
+from tests.daemons import Daemon, start_daemon
+from tests.integration.images import IMAGE, OPENMPI_IMAGE
 
 PRESETS = Path(__file__).parents[2] / "builder" / "spec" / "presets"
 
@@ -57,7 +57,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def serve(folder: Path, *, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
+def serve(folder: Path, *, auth: bool) -> tuple[Daemon, str]:
     """A registry on a free port of this machine; its address as the engine names it."""
     exe = shutil.which("docker-registry")
     if exe is None:
@@ -66,28 +66,26 @@ def serve(folder: Path, *, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
     extra = AUTH.format(path=folder / "htpasswd") if auth else ""
     config = folder / "config.yml"
     config.write_text(CONFIG.format(root=folder / "data", port=port, auth=extra))
-    with (folder / "registry.log").open("wb") as log:  # the registry keeps its own copy
-        process = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 30
-    while True:
+    daemon = start_daemon("docker-registry", [exe, "serve", str(config)], folder / "registry.log")
+
+    def answers() -> bool:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
-            break
         except urllib.error.HTTPError:
-            break  # 401: up, and asking for credentials
+            return True  # 401: up, and asking for credentials
         except OSError:
-            assert process.poll() is None, (folder / "registry.log").read_text()
-            assert time.monotonic() < deadline, "the registry did not answer in 30 s"
-            time.sleep(0.2)
-    return process, f"localhost:{port}"
+            return False
+        return True
+
+    daemon.wait_until(answers, 30, "the registry did not answer")
+    return daemon, f"localhost:{port}"
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    process, address = serve(tmp_path_factory.mktemp("registry"), auth=False)
+    daemon, address = serve(tmp_path_factory.mktemp("registry"), auth=False)
     yield address
-    process.terminate()
-    process.wait(10)
+    daemon.stop()
 
 
 @pytest.mark.usefixtures("clean")
@@ -131,6 +129,7 @@ def test_push_pin_pull_by_digest_and_rehearse_it(
             engine.remove_image(remote, force=False, prune=False)
 
 
+@pytest.mark.usefixtures("cpu_image")
 def test_a_registry_that_is_down_is_named(engine: DockerEngine) -> None:
     remote = f"localhost:{free_port()}/builder-test/down:it"
     engine.tag(engine.image(IMAGE).id, remote)
@@ -142,8 +141,9 @@ def test_a_registry_that_is_down_is_named(engine: DockerEngine) -> None:
         engine.remove_image(remote, force=False, prune=False)
 
 
+@pytest.mark.usefixtures("cpu_image")
 def test_refused_credentials_are_named(engine: DockerEngine, tmp_path: Path) -> None:
-    process, address = serve(tmp_path, auth=True)
+    daemon, address = serve(tmp_path, auth=True)
     remote = f"{address}/builder-test/auth:it"
     engine.tag(engine.image(IMAGE).id, remote)
     try:
@@ -152,8 +152,7 @@ def test_refused_credentials_are_named(engine: DockerEngine, tmp_path: Path) -> 
         assert caught.value.exit_code == 18
     finally:
         engine.remove_image(remote, force=False, prune=False)
-        process.terminate()
-        process.wait(10)
+        daemon.stop()
 
 
 def test_a_digest_the_registry_lacks_is_named(engine: DockerEngine, registry: str) -> None:
@@ -163,6 +162,7 @@ def test_a_digest_the_registry_lacks_is_named(engine: DockerEngine, registry: st
     assert caught.value.exit_code == 19
 
 
+@pytest.mark.usefixtures("cpu_image", "openmpi_image")
 def test_verify_names_a_node_running_another_image_under_the_same_name(
     engine: DockerEngine, registry: str
 ) -> None:

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.rehearse.run import rehearse
 from builder.spec.loader import load_preset
-from tests.conftest import ctrl_c_reaches_it
-from tests.integration.conftest import IMAGE, OPENMPI_IMAGE, keep, leftovers, run, run_between
+from tests.integration.conftest import leftovers, run, run_between
+from tests.integration.images import IMAGE, openmpi_stack
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
     from builder.engine import DockerEngine, Engine
     from builder.engine.build import BuildResult
-    from builder.image.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
 
 pytestmark = pytest.mark.integration
@@ -177,7 +176,6 @@ def test_ctrl_c_tears_everything_down() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=ctrl_c_reaches_it,  # noqa: PLW1509 - no threads run the fork here
     )
     assert process.stderr is not None
     for line in process.stderr:  # interrupt once the job runs
@@ -206,32 +204,9 @@ def test_an_image_without_what_the_launcher_needs_is_refused(
     assert leftovers(engine)[:2] == ([], [])
 
 
-@pytest.fixture(scope="module")
-def openmpi_image(engine: Engine, inputs: BuildInputs) -> str:
-    """cpu-deepspeed with image.openmpi: true, built for real; of DeepSpeed's ops only the
-    shared-memory collectives its init_distributed builds (cpu_adam's compile is the cpu
-    image's to prove, and takes minutes on CI's two cores)."""
-    from dataclasses import replace
-
-    from builder.engine.build import build_image
-    from builder.spec.loader import Stack
-
-    stack = load_preset("cpu-deepspeed")
-    image = replace(stack.spec.image, openmpi=True, deepspeed_ops=("deepspeed_shm_comm",))
-    spec = replace(stack.spec, image=image)
-    reference = OPENMPI_IMAGE
-    keep(build_image(Stack(spec, stack.source, stack.root, stack.preset), inputs,
-                     reference=reference, engine=engine))  # fmt: skip
-    return reference
-
-
 @pytest.mark.usefixtures("clean")
 def test_mpirun_where_the_image_has_openmpi(engine: Engine, openmpi_image: str) -> None:
-    from dataclasses import replace
-
-    spec = load_preset("cpu-deepspeed").spec
-    image = replace(spec.image, openmpi=True, deepspeed_ops=("deepspeed_shm_comm",))
-    spec = replace(spec, image=image)
+    spec = openmpi_stack().spec
     outcome = rehearse(spec, image=openmpi_image, engine=engine, nodes=2, launcher="mpirun")
     assert outcome.ok, [fault.text() for fault in outcome.faults]
     assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))

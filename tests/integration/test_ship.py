@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,7 +17,8 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from tests.conftest import real_tool
-from tests.integration.conftest import BASE_IMAGE
+from tests.daemons import Daemon, sshd_ready, start_daemon
+from tests.integration.images import BASE_IMAGE
 from tests.integration.test_registry import free_port
 
 if TYPE_CHECKING:
@@ -39,12 +38,13 @@ class Site:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.daemons: list[Daemon] = []
         self.sockets = {node: f"unix://{root}/{node}.sock" for node in NODES}
         self.config = root / "ssh_config"
 
     def start(self) -> None:
         dockerd, unshare = real_tool("dockerd"), real_tool("unshare")
+        engines = {}
         for node in NODES:
             folder = self.root / node
             folder.mkdir()
@@ -54,17 +54,24 @@ class Site:
                     "--exec-root", str(folder / "exec"), "--pidfile", str(folder / "pid"), "--host",
                     self.sockets[node], "--bridge", "none", "--iptables=false",
                     "--ip-masq=false"]  # fmt: skip
-            with (folder / "dockerd.log").open("wb") as log:  # the child keeps its own copy
-                self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log))
-        self._start_sshd()
-        deadline = time.monotonic() + 60
-        for node in NODES:
-            while self.docker(node, "version").returncode != 0:
-                assert time.monotonic() < deadline, (self.root / node / "dockerd.log").read_text()
-                time.sleep(0.5)
+            engines[node] = start_daemon(f"{node}'s dockerd", argv, folder / "dockerd.log")
+        self.daemons += engines.values()
+        sshd = self._start_sshd()
+        for node, daemon in engines.items():
+            daemon.wait_until(
+                lambda node=node: self.docker(node, "version").returncode == 0,  # type: ignore[misc]
+                60,
+                f"{node}'s dockerd did not answer",
+            )
+        sshd.wait_until(
+            lambda: self.ssh("node1", "true").returncode == 0,
+            30,
+            "this machine's sshd did not answer",
+        )
 
-    def _start_sshd(self) -> None:
+    def _start_sshd(self) -> Daemon:
         sshd, keygen = real_tool("sshd"), real_tool("ssh-keygen")
+        sshd_ready()
         for name in ("host", "user"):
             subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)],
                            check=True)  # fmt: skip
@@ -76,8 +83,9 @@ class Site:
             f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
             f"StrictModes no\nUsePAM no\nAcceptEnv DOCKER_HOST\nPidFile {self.root}/sshd.pid\n"
         )
-        self.processes.append(subprocess.Popen([sshd, "-D", "-e", "-f", str(sshd_config)],
-                                               stderr=subprocess.DEVNULL))  # fmt: skip
+        daemon = start_daemon("sshd", [sshd, "-D", "-e", "-f", str(sshd_config)],
+                              self.root / "sshd.log")  # fmt: skip
+        self.daemons.append(daemon)
         user = os.environ.get("USER") or "root"
         hosts = [
             f"Host {node}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
@@ -87,10 +95,7 @@ class Site:
             for node, socket in {**self.sockets, "node3": f"unix://{self.root}/none.sock"}.items()
         ]
         self.config.write_text("".join(hosts))
-        deadline = time.monotonic() + 30
-        while self.ssh("node1", "true").returncode != 0:
-            assert time.monotonic() < deadline, "this machine's sshd did not answer"
-            time.sleep(0.3)
+        return daemon
 
     def ssh(self, node: str, *command: str) -> subprocess.CompletedProcess[str]:
         argv = ["ssh", "-F", str(self.config), node, *command]
@@ -105,20 +110,17 @@ class Site:
         return found.stdout.strip() if found.returncode == 0 else None
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        for daemon in self.daemons:
+            daemon.stop()
 
 
 @pytest.fixture(scope="module")
-def site(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(
+    engine: DockerEngine, base_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
     real_tool("ssh")
-    engine.image(BASE_IMAGE)  # the small test base stands for the built image
-    subprocess.run(["docker", "tag", BASE_IMAGE, IMAGE], check=True)
+    # the small test base stands for the built image
+    subprocess.run(["docker", "tag", base_image, IMAGE], check=True)
     site = Site(tmp_path_factory.mktemp("ship"))
     try:
         site.start()

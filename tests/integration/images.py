@@ -1,0 +1,172 @@
+"""The suite's shared test images: what each one is, and their build ahead of the tests.
+
+Every image several tests use is built once per run (and kept as the next run's layer
+cache). `python -m tests.integration.images REFERENCE...` builds them in a process of
+its own: the suite starts it as the run begins, so the images build while the tests
+that need no engine run, and a fixture waits for its image's build to end before it
+asks for the image itself (by then every layer is cached: seconds). The fixtures never
+depend on it: without it, or when it failed, they build the image themselves, and a
+failing build fails there with its own message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder.engine.build import build_image
+from builder.engine.progress import PlainProgress
+from builder.image.inputs import load_inputs
+from builder.spec.loader import Stack, load_preset
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from builder.engine import Engine
+    from builder.engine.build import BuildResult
+    from builder.image.inputs import BuildInputs
+
+BASE_IMAGE = os.environ.get("BUILDER_TEST_BASE", "builder-test/bookworm:latest")
+CA_BUNDLE = Path(os.environ.get("BUILDER_TEST_CA", "/etc/ssl/certs/ca-certificates.crt"))
+TORCH = "2.13.0"
+WHEELHOUSE = Path(
+    os.environ.get("BUILDER_TEST_WHEELHOUSE", Path.home() / ".cache/builder-tests/wheels")
+)
+IMAGE = "builder-test/cpu-deepspeed:it"
+OPENMPI_IMAGE = "builder-test/cpu-openmpi:it"
+# Kept between sessions as the build cache; every other image a session makes is removed.
+KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cpu_stack() -> Stack:
+    """The cpu-deepspeed preset as it is."""
+    return load_preset("cpu-deepspeed")
+
+
+def openmpi_stack() -> Stack:
+    """cpu-deepspeed with image.openmpi: true; of DeepSpeed's ops only the shared-memory
+    collectives its init_distributed builds (cpu_adam's compile is the cpu image's to
+    prove, and takes minutes on two cores)."""
+    stack = load_preset("cpu-deepspeed")
+    image = replace(stack.spec.image, openmpi=True, deepspeed_ops=("deepspeed_shm_comm",))
+    return replace(stack, spec=replace(stack.spec, image=image))
+
+
+SHARED: dict[str, Callable[[], Stack]] = {IMAGE: cpu_stack, OPENMPI_IMAGE: openmpi_stack}
+
+
+def suite_inputs(wheelhouse: Path = WHEELHOUSE) -> BuildInputs:
+    """The suite's build inputs: the local base image, this machine's CA bundle (pip
+    inside builds needs it) and the CPU torch wheelhouse."""
+    return load_inputs(base_image=BASE_IMAGE, ca_bundle=CA_BUNDLE, wheelhouse=wheelhouse)
+
+
+def cpu_wheels() -> list[Path]:
+    return [p for p in WHEELHOUSE.glob(f"torch-{TORCH}*.whl") if "+cpu" in p.name]
+
+
+def run_script(name: str, *args: str) -> str | None:
+    """Run one of the repository's scripts/ (they make the engine, the base image and
+    the wheelhouse when missing, and do nothing when they are there): None when it
+    succeeded, else the end of what it printed."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    result = subprocess.run(
+        [str(REPO / "scripts" / name), *args], capture_output=True, text=True, check=False,
+        env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if result.returncode == 0:
+        return None
+    return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-1500:]}"
+
+
+def build_shared(reference: str, inputs: BuildInputs, engine: Engine) -> BuildResult:
+    """One shared image, built (or found in the cache) with its build log kept quiet
+    unless BUILDER_TEST_VERBOSE is set."""
+    with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
+        out = sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink
+        return build_image(
+            SHARED[reference](), inputs, reference=reference, engine=engine,
+            progress=PlainProgress(out),
+        )  # fmt: skip
+
+
+@dataclass
+class Prebuild:
+    """The process building the shared images ahead of the tests; a file per image says
+    its build ended (`.done`, or `.failed` with the log beside it)."""
+
+    process: subprocess.Popen[bytes]
+    folder: Path
+
+    @classmethod
+    def start(cls, folder: Path, references: Sequence[str]) -> Prebuild:
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "tests.integration.images", str(folder), *references]
+        with (folder / "prebuild.log").open("wb") as log:
+            process = subprocess.Popen(
+                argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,
+            )  # fmt: skip
+        return cls(process, folder)
+
+    def wait(self, reference: str, timeout: float = 3600) -> str:
+        """Until reference's build ended (or the process did); what became of it."""
+        marker = self.folder / _marker(reference)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for state in ("done", "failed"):
+                if marker.with_suffix(f".{state}").exists():
+                    return state
+            if self.process.poll() is not None:
+                return f"not built (the prebuild exited {self.process.returncode})"
+            time.sleep(1)
+        return "still building"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def _marker(reference: str) -> str:
+    return reference.replace("/", "_").replace(":", "_") + ".state"
+
+
+def main(argv: Sequence[str]) -> int:
+    from builder.engine import connect
+
+    folder, *references = argv
+    engine = connect()
+    for script, args in (("base-image.sh", [BASE_IMAGE]), ("wheelhouse.sh", [str(WHEELHOUSE)])):
+        problem = run_script(script, *args)
+        if problem is not None:
+            print(f"scripts/{script} failed: {problem}")
+            return 1
+    inputs = suite_inputs()
+    failed = 0
+    for reference in references:
+        marker = Path(folder) / _marker(reference)
+        started = time.monotonic()
+        try:
+            build_shared(reference, inputs, engine)
+        except Exception as exc:
+            print(f"{reference}: failed after {time.monotonic() - started:.0f} s: {exc}")
+            marker.with_suffix(".failed").touch()
+            failed += 1
+        else:
+            print(f"{reference}: built in {time.monotonic() - started:.0f} s", flush=True)
+            marker.with_suffix(".done").touch()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
