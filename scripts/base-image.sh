@@ -15,8 +15,8 @@
 # - Prints the image id and size.
 #
 # Safe to run repeatedly and concurrently; never prompts. Environment:
-#   BUILDER_DEBIAN_MIRROR     default http://deb.debian.org/debian
-#   BUILDER_DEBIAN_SECURITY   default http://deb.debian.org/debian-security
+#   BUILDER_DEBIAN_MIRROR     default: the archive this machine's apt uses for bookworm
+#   BUILDER_DEBIAN_SECURITY   default: the one it uses for bookworm-security
 #   BUILDER_BASE_REBUILD=1    rebuild even if NAME:TAG exists
 set -euo pipefail
 
@@ -26,8 +26,6 @@ IMAGE=${1:-builder-test/bookworm:latest}
     exit 2
 }
 SUITE=bookworm
-MIRROR=${BUILDER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-SECURITY=${BUILDER_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 LOCK=/var/lock/builder-base-image.lock
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +37,50 @@ die() {
 }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+
+# The first URI this machine's apt sources give for a suite (deb822 .sources files and
+# one-line .list files), so the image fetches from the mirror the machine is set up for.
+apt_uri() {
+    python3 - "$1" <<'PY'
+import glob, sys
+
+want = sys.argv[1]
+files = ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]
+for name in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")) + files:
+    try:
+        text = open(name, encoding="utf-8").read()
+    except OSError:
+        continue
+    if name.endswith(".sources"):
+        for paragraph in text.split("\n\n"):
+            fields = {}
+            for line in paragraph.splitlines():
+                if line.strip() and not line.lstrip().startswith("#") and ":" in line:
+                    key, _, value = line.partition(":")
+                    fields[key.strip().lower()] = value.split()
+            if "deb" in fields.get("types", []) and want in fields.get("suites", []):
+                if fields.get("uris") and fields.get("enabled", ["yes"]) != ["no"]:
+                    sys.exit(print(fields["uris"][0]))
+    else:
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if words[:1] != ["deb"]:
+                continue
+            words = words[1:]
+            if words and words[0].startswith("["):
+                while words and not words[0].endswith("]"):
+                    words = words[1:]
+                words = words[1:]
+            if len(words) >= 2 and words[1] == want:
+                sys.exit(print(words[0]))
+PY
+}
+MIRROR=${BUILDER_DEBIAN_MIRROR:-$(apt_uri "$SUITE")}
+SECURITY=${BUILDER_DEBIAN_SECURITY:-$(apt_uri "$SUITE-security")}
+[ -n "$MIRROR" ] ||
+    die "this machine's apt sources name no archive for $SUITE: set BUILDER_DEBIAN_MIRROR to a Debian mirror"
+[ -n "$SECURITY" ] ||
+    die "this machine's apt sources name no archive for $SUITE-security: set BUILDER_DEBIAN_SECURITY"
 
 case "$IMAGE" in
 *:*) ;;
@@ -209,7 +251,8 @@ if ! out=$("$DOCKER" run --rm "$TMP_TAG" sh -c 'apt-get update 2>&1 && echo APT-
     echo "$out" | tail -n 20 >&2
     why=""
     [ "$(cat /proc/sys/net/ipv4/ip_forward 2>/dev/null)" = 1 ] || why="$why; net.ipv4.ip_forward is not 1 on the host"
-    dns=$("$DOCKER" run --rm "$TMP_TAG" getent hosts deb.debian.org 2>&1) || why="$why; deb.debian.org does not resolve inside a container ($dns)"
+    host=$(sed -E 's#^[a-z]+://([^/:]+).*#\1#' <<<"$MIRROR")
+    dns=$("$DOCKER" run --rm "$TMP_TAG" getent hosts "$host" 2>&1) || why="$why; $host does not resolve inside a container ($dns)"
     die "apt-get update fails inside the image${why:- (see its output above)}"
 fi
 for s in "$SUITE" "$SUITE-updates" "$SUITE-security"; do
