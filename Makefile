@@ -51,7 +51,7 @@ demo: install ## render the default preset (cuda-deepspeed) and its launch files
 	@echo ".deepspeed_env, launch.sh, plan.json and a README saying how to start the run"
 
 test: install tools engine conformance ## run every test (the integration tests build real images)
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=10
 
 test-unit: install ## run the tests that need no engine
 	$(BIN)/pytest tests/unit

@@ -104,10 +104,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.hookimpl(trylast=True)
+INTEGRATION = Path(__file__).parent / "integration"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that need no engine first (in whatever order they came, random
-    included): the shared images build meanwhile (tests/integration/images.py)."""
+    """Every test under tests/integration/ is an integration test, whether its module
+    says so or not; they run after the tests that need no engine (each part in the order
+    it came in, random included), while the shared images build
+    (tests/integration/images.py). pytest-randomly shuffles before this runs."""
+    for item in items:
+        if item.path.is_relative_to(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: item.get_closest_marker("integration") is not None)
 
 

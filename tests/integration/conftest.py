@@ -26,6 +26,7 @@ from tests.conftest import unavailable
 from tests.integration.images import (
     BASE_IMAGE,
     CA_BUNDLE,
+    FABRIC_IMAGE,
     IMAGE,
     KEEP,
     OPENMPI_IMAGE,
@@ -56,7 +57,12 @@ PREBUILD = pytest.StashKey[Prebuild]()
 # names one (itself, through a fixture, or through a helper of the suite) must ask for
 # its fixture: on a fresh machine nothing else makes it, and in another order of the
 # tests an image another test happened to build is not there yet.
-IMAGE_FIXTURES = {BASE_IMAGE: "base_image", IMAGE: "cpu_image", OPENMPI_IMAGE: "openmpi_image"}
+IMAGE_FIXTURES = {
+    BASE_IMAGE: "base_image",
+    IMAGE: "cpu_image",
+    OPENMPI_IMAGE: "openmpi_image",
+    FABRIC_IMAGE: "fabric_image",
+}
 
 
 @functools.cache
@@ -240,6 +246,20 @@ def cpu_image(engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None) ->
 def openmpi_image(engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None) -> str:
     """cpu-deepspeed with OpenMPI (images.openmpi_stack), built for real once per session."""
     return keep(shared_image(OPENMPI_IMAGE, engine, inputs, prebuild)).reference
+
+
+@pytest.fixture(scope="session")
+def fabric_image(engine: Engine, inputs: BuildInputs, prebuild: Prebuild | None) -> str:
+    """image.fabric: infiniband (images.fabric_stack), built for real once per session."""
+    return keep(shared_image(FABRIC_IMAGE, engine, inputs, prebuild)).reference
+
+
+@pytest.fixture
+def quiet_machine(prebuild: Prebuild | None) -> None:
+    """For tests that judge rates: the shared images' builds have ended, so none runs
+    beside the test and skews what it measures."""
+    if prebuild is not None:
+        prebuild.finish()
 
 
 def shared_image(

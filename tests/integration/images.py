@@ -39,8 +39,9 @@ WHEELHOUSE = Path(
 )
 IMAGE = "builder-test/cpu-deepspeed:it"
 OPENMPI_IMAGE = "builder-test/cpu-openmpi:it"
+FABRIC_IMAGE = "builder-test/fabric:it"
 # Kept between sessions as the build cache; every other image a session makes is removed.
-KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE)
+KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE, FABRIC_IMAGE)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -58,7 +59,25 @@ def openmpi_stack() -> Stack:
     return replace(stack, spec=replace(stack.spec, image=image))
 
 
-SHARED: dict[str, Callable[[], Stack]] = {IMAGE: cpu_stack, OPENMPI_IMAGE: openmpi_stack}
+def fabric_stack() -> Stack:
+    """image.fabric: infiniband on the cpu stack without DeepSpeed and sshd (a torchrun
+    image): the fabric's layer is what its test is about, and the rest stays small."""
+    stack = load_preset("cpu-deepspeed")
+    image = replace(
+        stack.spec.image, name="builder-test/fabric", tag="it", fabric="infiniband",
+        deepspeed=None, deepspeed_ops=None, pdsh=False,
+        ssh=replace(stack.spec.image.ssh, enabled=False),
+    )  # fmt: skip
+    launch = replace(stack.spec.launch, launcher="torchrun")
+    return Stack(replace(stack.spec, image=image, launch=launch), stack.source, stack.root, None)
+
+
+# In the order the prebuild makes them: the one most tests use first.
+SHARED: dict[str, Callable[[], Stack]] = {
+    IMAGE: cpu_stack,
+    OPENMPI_IMAGE: openmpi_stack,
+    FABRIC_IMAGE: fabric_stack,
+}
 
 
 def suite_inputs(wheelhouse: Path = WHEELHOUSE) -> BuildInputs:
@@ -114,6 +133,14 @@ class Prebuild:
                 start_new_session=True,
             )  # fmt: skip
         return cls(process, folder)
+
+    def finish(self, timeout: float = 3600) -> None:
+        """Until every build ended: for tests that measure rates, which a build beside
+        them would skew."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
 
     def wait(self, reference: str, timeout: float = 3600) -> str:
         """Until reference's build ended (or the process did); what became of it."""

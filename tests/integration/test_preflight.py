@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from builder.rehearse.session import Session
     from builder.spec.records import Spec
 
+# rates are judged here: no build of the shared images may run beside these tests
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("quiet_machine")]
+
 BUILDER = Path(sys.executable).with_name("builder")
 PRESETS = Path(__file__).parents[2] / "builder" / "spec" / "presets"
 QUICK = Settings(quick=True)

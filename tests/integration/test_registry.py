@@ -81,8 +81,10 @@ def serve(folder: Path, *, auth: bool) -> tuple[Daemon, str]:
     return daemon, f"localhost:{port}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An empty registry for each test (a second of start-up): what one test pushed
+    must not be there for another, whatever order they run in."""
     daemon, address = serve(tmp_path_factory.mktemp("registry"), auth=False)
     yield address
     daemon.stop()
