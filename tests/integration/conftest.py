@@ -8,6 +8,7 @@ import functools
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -132,9 +133,10 @@ def prebuild(request: pytest.FixtureRequest) -> Prebuild | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """When the run has integration tests, start building the shared images at once:
-    they build while the engine-free tests, which run first, take their turn."""
-    wanted = any(item.get_closest_marker("integration") for item in session.items)
+    """Start building the shared images the selected tests ask for, at once: they build
+    while the engine-free tests, which run first, take their turn."""
+    asked = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    wanted = [reference for reference in SHARED if IMAGE_FIXTURES[reference] in asked]
     if (
         not wanted
         or session.config.option.collectonly
@@ -142,16 +144,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ):
         return
     folder = Path(tempfile.mkdtemp(prefix="builder-prebuild-"))
-    session.config.stash[PREBUILD] = Prebuild.start(folder, list(SHARED))
+    session.config.stash[PREBUILD] = Prebuild.start(folder, wanted)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The prebuild is stopped if it still runs; its log is shown when a build in it
+    failed (the fixture then built that image itself, and failed or not there)."""
     prebuild = session.config.stash.get(PREBUILD, None)
-    if prebuild is not None:
-        prebuild.stop()
-        log = prebuild.folder / "prebuild.log"
-        if log.exists() and session.config.getoption("verbose") > 0:
-            sys.stderr.write(f"\nthe shared images' prebuild:\n{log.read_text()}")
+    if prebuild is None:
+        return
+    prebuild.stop()
+    log = prebuild.folder / "prebuild.log"
+    if list(prebuild.folder.glob("*.failed")) and log.exists():
+        sys.stderr.write(f"\nthe shared images' prebuild:\n{log.read_text()[-4000:]}\n")
+    shutil.rmtree(prebuild.folder, ignore_errors=True)
 
 
 # Short ids of every step image of the KEEP builds: their non-final stages (the python

@@ -122,6 +122,7 @@ class Prebuild:
 
     process: subprocess.Popen[bytes]
     folder: Path
+    references: tuple[str, ...]
 
     @classmethod
     def start(cls, folder: Path, references: Sequence[str]) -> Prebuild:
@@ -132,7 +133,7 @@ class Prebuild:
                 argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,
             )  # fmt: skip
-        return cls(process, folder)
+        return cls(process, folder, tuple(references))
 
     def finish(self, timeout: float = 3600) -> None:
         """Until every build ended: for tests that measure rates, which a build beside
@@ -144,6 +145,8 @@ class Prebuild:
 
     def wait(self, reference: str, timeout: float = 3600) -> str:
         """Until reference's build ended (or the process did); what became of it."""
+        if reference not in self.references:
+            return "not prebuilt"
         marker = self.folder / _marker(reference)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -109,13 +109,30 @@ class Site:
         found = self.docker(node, "image", "inspect", "--format", "{{.Id}}", IMAGE)
         return found.stdout.strip() if found.returncode == 0 else None
 
+    def empty(self) -> None:
+        """No node engine holds anything: each test starts from the same nodes."""
+        for node in NODES:
+            listed = self.docker(node, "image", "ls", "--quiet", "--no-trunc")
+            assert listed.returncode == 0, listed.stderr
+            if listed.stdout.split():
+                removed = self.docker(node, "image", "rm", "--force", *listed.stdout.split())
+                assert removed.returncode == 0, removed.stderr
+
     def stop(self) -> None:
         for daemon in self.daemons:
             daemon.stop()
 
 
+@pytest.fixture
+def site(started_site: Site) -> Site:
+    """The site with its node engines emptied: what one test shipped is not there for
+    another, whatever order they run in."""
+    started_site.empty()
+    return started_site
+
+
 @pytest.fixture(scope="module")
-def site(
+def started_site(
     engine: DockerEngine, base_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Site]:
     real_tool("ssh")
