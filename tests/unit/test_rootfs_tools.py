@@ -5,7 +5,7 @@ the environment the entrypoint hands sshd comes back from `sshd -T` intact."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +14,10 @@ from builder.image.context import render_outputs
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 from tests.conftest import real_tool
+from tests.daemons import sshd_ready
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SSH_PRESETS = [n for n in preset_names() if load_preset(n).spec.image.ssh.enabled]
 
@@ -36,7 +40,7 @@ def sshd_effective(root: Path, tmp_path: Path, drop_ins: dict[str, str]) -> list
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True
         )
-    Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation dir sshd -t insists on
+    sshd_ready()  # the privilege separation directory, which sshd -t insists on
     folder = tmp_path / "sshd_config.d"
     folder.mkdir(exist_ok=True)
     for name, text in drop_ins.items():
@@ -129,17 +133,23 @@ def test_the_environment_reaches_sshd_intact(name: str, tmp_path: Path) -> None:
     )
     assert "NEWLINE" in result.stderr
     effective = sshd_effective(root, tmp_path, {"builder-environment.conf": result.stdout})
-    got = dict(line.removeprefix("setenv ").split("=", 1) for line in effective
-               if line.startswith("setenv "))  # fmt: skip
+    got = dict(
+        line.removeprefix("setenv ").split("=", 1)
+        for line in effective
+        if line.startswith("setenv ")
+    )
     assert got == {**TRICKY, "PATH": env["PATH"]}
 
 
 def test_an_empty_environment_writes_no_setenv(tmp_path: Path) -> None:
     entry = rendered(SSH_PRESETS[0], tmp_path) / "rootfs/usr/local/bin/builder-entrypoint"
     result = subprocess.run(
-        ["/bin/sh", str(entry), "--sshd-environment"], env={}, capture_output=True, text=True,
+        ["/bin/sh", str(entry), "--sshd-environment"],
+        env={},
+        capture_output=True,
+        text=True,
         check=True,
-    )  # fmt: skip
+    )
     assert result.stdout == ""
 
 
