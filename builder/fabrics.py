@@ -25,8 +25,13 @@ NONE = "none"
 # HCAs (mlx5, ...), and ibv_devices/ibv_devinfo to see them.
 RDMA_PACKAGES = ("ibverbs-providers", "ibverbs-utils", "libibverbs1", "librdmacm1")
 RDMA_DOCKER_FLAGS = (
-    "--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1",
-)  # fmt: skip
+    "--device",
+    "/dev/infiniband",
+    "--cap-add",
+    "IPC_LOCK",
+    "--ulimit",
+    "memlock=-1",
+)
 """The verbs devices, and locking (registering) any amount of memory for RDMA."""
 NCCL = ("nccl", "rccl")
 """The collective libraries that read NCCL's variables (RCCL is ROCm's NCCL)."""

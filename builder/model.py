@@ -88,9 +88,17 @@ def field(
 ) -> Any:
     """A record field with its constraints; ``check`` may normalise or raise ValueError."""
     rule = Rule(
-        description, pattern, ge, le, min_length, items_pattern, keys_pattern, check, choices,
+        description,
+        pattern,
+        ge,
+        le,
+        min_length,
+        items_pattern,
+        keys_pattern,
+        check,
+        choices,
         extras,
-    )  # fmt: skip
+    )
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={"rule": rule}
     )

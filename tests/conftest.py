@@ -71,8 +71,10 @@ def real_tool(name: str) -> str:
         problem = _ensure_tools()
         path = _installed(name)
         if path is None:
-            unavailable(f"{name} is not installed, and scripts/ensure-tools.sh did not "
-                        f"install it: {problem or 'it does not know it'}")  # fmt: skip
+            unavailable(
+                f"{name} is not installed, and scripts/ensure-tools.sh did not "
+                f"install it: {problem or 'it does not know it'}"
+            )
     return path
 
 

@@ -35,8 +35,20 @@ if TYPE_CHECKING:
 COLLECTOR = payload_text("collect.py")
 TOOL_CHECK = re.compile(r'^for t in ([^;]*); do command -v "\$t"')
 TOOLS = frozenset({"sshd", "ssh", "pdsh", "deepspeed", "torchrun", "mpirun", "python"})
-VALUED = {"--label", "--name", "--network", "--hostname", "--network-alias", "--env",
-          "--volume", "--ipc", "--ulimit", "--gpus", "--device", "--cap-add"}  # fmt: skip
+VALUED = {
+    "--label",
+    "--name",
+    "--network",
+    "--hostname",
+    "--network-alias",
+    "--env",
+    "--volume",
+    "--ipc",
+    "--ulimit",
+    "--gpus",
+    "--device",
+    "--cap-add",
+}
 SWITCHES = {"--detach", "--rm", "--privileged", "--init"}
 NO_GPU = 'could not select device driver "" with capabilities: [[gpu]]'
 
@@ -210,8 +222,17 @@ class FakeEngine:
             raise BuildError(f"cannot start {name} from {image}: the name is in use")
         volumes = {path: host for host, (path, _) in (mounts or {}).items()}
         found = self.find(image)
-        box = FakeContainer(name, found, command or [], network or "bridge", hostname or name,
-                            (), labels or {}, environment or {}, volumes)  # fmt: skip
+        box = FakeContainer(
+            name,
+            found,
+            command or [],
+            network or "bridge",
+            hostname or name,
+            (),
+            labels or {},
+            environment or {},
+            volumes,
+        )
         return self._boot(box).name
 
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:
@@ -303,10 +324,17 @@ class FakeEngine:
         if name in self.boxes:
             return 125, f'Conflict. The container name "/{name}" is already in use\n'
         volumes = {v.split(":")[1]: v.split(":")[0] for v in many.get("--volume", [])}
-        box = FakeContainer(name, self.find(args[0]), args[1:], network,
-                            one.get("--hostname", name), tuple(many.get("--network-alias", [])),
-                            pairs(many.get("--label", [])), pairs(many.get("--env", [])),
-                            volumes)  # fmt: skip
+        box = FakeContainer(
+            name,
+            self.find(args[0]),
+            args[1:],
+            network,
+            one.get("--hostname", name),
+            tuple(many.get("--network-alias", [])),
+            pairs(many.get("--label", [])),
+            pairs(many.get("--env", [])),
+            volumes,
+        )
         self._boot(box)
         if box.code == 127:
             return 127, box.stderr

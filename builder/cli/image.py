@@ -109,8 +109,11 @@ def build(
     data: dict[str, object] = {"reference": result.reference, "image_id": result.image_id}
     if push:
         pushed, record = _push(engine, result.reference, spec)
-        data |= {"digest": pushed.digest, "pinned": pushed.pinned,
-                 "record": None if record is None else str(record)}  # fmt: skip
+        data |= {
+            "digest": pushed.digest,
+            "pinned": pushed.pinned,
+            "record": None if record is None else str(record),
+        }
     set_result(data)
 
 
@@ -206,8 +209,7 @@ def ship(
     for row in shipment.nodes:
         id_ = (row.image_id or "-").removeprefix("sha256:")[:12]
         seconds = f"{row.seconds:.1f} s" if row.state == "sent" else ""
-        typer.echo(f"{row.node}\t{row.state}\t{id_}\t{seconds}\t{row.detail}".rstrip(),
-                   err=as_json)  # fmt: skip
+        typer.echo(f"{row.node}\t{row.state}\t{id_}\t{seconds}\t{row.detail}".rstrip(), err=as_json)
     problems = "\n".join(f"- {line}" for line in shipment.problems())
     if not shipment.ok and check:
         raise DriftFound(f"{reference} is not on every node as built here:\n{problems}")

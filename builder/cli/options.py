@@ -204,8 +204,11 @@ def locked(
     engine (rendering) the locked base image is not checked."""
     inputs = with_lock(stack, inputs, spec_file(spec), engine)
     if inputs.lock is not None:
-        typer.echo(f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
-                   f"{len(inputs.lock.apt)} Debian packages)", err=True)  # fmt: skip
+        typer.echo(
+            f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
+            f"{len(inputs.lock.apt)} Debian packages)",
+            err=True,
+        )
     return inputs
 
 

@@ -91,16 +91,25 @@ def preflight(
     """Prove the cluster before the run: devices, compute, memory, links, all-reduce,
     transport and environment, node by node, through the stack's own launch plan."""
     settings = PreflightSettings(quick=quick, budget=budget, threshold=threshold)
-    check_options(rehearse=rehearse, nodes=nodes, cluster_dir=cluster_dir,
-                  ssh_config=ssh_config, dry_run=dry_run)  # fmt: skip
+    check_options(
+        rehearse=rehearse,
+        nodes=nodes,
+        cluster_dir=cluster_dir,
+        ssh_config=ssh_config,
+        dry_run=dry_run,
+    )
     stack = stack_of(spec, preset)
     reference = plan_image(stack, image, spec, stack.spec.launch.runtime)
     say = _say
     if rehearse:
         result = rehearsed_preflight(
-            stack.spec, image=reference, engine=connect(), nodes=nodes or 2, settings=settings,
+            stack.spec,
+            image=reference,
+            engine=connect(),
+            nodes=nodes or 2,
+            settings=settings,
             say=say,
-        )  # fmt: skip
+        )
     else:
         ssh_config_file(ssh_config)
         run = ClusterPreflight(

@@ -74,8 +74,9 @@ def rehearse(
     stack = stack_of(spec, preset) if (spec or preset) else None
     if stack is None and image is None:
         raise UsageError("say what to rehearse: a spec file, --preset NAME or --image NAME:TAG")
-    check_options(image=image, nodes=nodes, launcher=launcher, script=script, args=args,
-                  timeout=timeout)  # fmt: skip
+    check_options(
+        image=image, nodes=nodes, launcher=launcher, script=script, args=args, timeout=timeout
+    )
     outcome = run_rehearsal(
         stack.spec if stack else None,
         image=image,

@@ -19,15 +19,28 @@ if TYPE_CHECKING:
 
 KEY = "deepspeed_ops"
 """The fingerprint's key (absent where the environment has no DeepSpeed)."""
-FIELDS = {"ops": "deepspeed ops", "accelerator": "deepspeed ops accelerator",
-          "arch": "deepspeed ops arch"}  # fmt: skip
+FIELDS = {
+    "ops": "deepspeed ops",
+    "accelerator": "deepspeed ops accelerator",
+    "arch": "deepspeed ops arch",
+}
 """The fields verify and diff compare, by their readable names."""
 Coverage = Literal["native", "ptx", "none"]
 """Whether an architecture list has code for a device: compiled for it (or for an
 earlier minor of its major), only as PTX the driver compiles at first use, or not."""
 
-HOST_OPS = frozenset({"async_io", "cpu_adagrad", "cpu_adam", "cpu_lion", "deepspeed_ccl_comm",
-                      "deepspeed_shm_comm", "pin_memory", "utils"})  # fmt: skip
+HOST_OPS = frozenset(
+    {
+        "async_io",
+        "cpu_adagrad",
+        "cpu_adam",
+        "cpu_lion",
+        "deepspeed_ccl_comm",
+        "deepspeed_shm_comm",
+        "pin_memory",
+        "utils",
+    }
+)
 """Ops whose code runs on the host only (C++, no GPU kernels): any GPU runs them."""
 
 _CUDA = re.compile(r"(\d+)\.(\d+)([af]?)(\+PTX)?", re.I)

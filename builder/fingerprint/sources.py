@@ -103,8 +103,7 @@ def of_lock(path: Path) -> Fingerprint:
     """A lock file as a partial fingerprint: Python packages, and the Debian packages
     it pins (those the image added over its base)."""
     lock = read_lock(path)
-    data = {"packages": lock.python, "apt": lock.apt, "spec_hash": lock.spec_hash,
-            PARTIAL: ["apt"]}  # fmt: skip
+    data = {"packages": lock.python, "apt": lock.apt, "spec_hash": lock.spec_hash, PARTIAL: ["apt"]}
     return Fingerprint(str(path), data)
 
 

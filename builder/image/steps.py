@@ -266,8 +266,10 @@ def _deepspeed_step(resolved: ResolvedImage, pip: str) -> Step:
     an op it finds incompatible without failing), or none (each compiled at first use)."""
     target = resolved.deepspeed_requirement or f"deepspeed=={resolved.deepspeed}"
     env = " ".join(f"{key}={shlex.quote(value)}" for key, value in resolved.ops_build_env.items())
-    commands = [f"{pip} {' '.join(BUILD_TOOLS)}", f"{env} {pip} --no-build-isolation "
-                f"{shlex.quote(target)}"]  # fmt: skip
+    commands = [
+        f"{pip} {' '.join(BUILD_TOOLS)}",
+        f"{env} {pip} --no-build-isolation {shlex.quote(target)}",
+    ]
     ops = resolved.deepspeed_ops
     if not ops:
         return Step(

@@ -36,17 +36,48 @@ from dataclasses import dataclass, field
 from builder.lint.findings import Finding
 from builder.lint.script_paths import removed_path_uses
 
-VALID_HEADERS = frozenset({
-    "bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include",
-    "library", "registry", "namespace", "stage", "product", "user", "regcode", "productpgp",
-    "registerurl", "modules", "otherurl&n", "fingerprints", "confurl", "setopt",
-})  # fmt: skip
+VALID_HEADERS = frozenset(
+    {
+        "bootstrap",
+        "from",
+        "includecmd",
+        "mirrorurl",
+        "updateurl",
+        "osversion",
+        "include",
+        "library",
+        "registry",
+        "namespace",
+        "stage",
+        "product",
+        "user",
+        "regcode",
+        "productpgp",
+        "registerurl",
+        "modules",
+        "otherurl&n",
+        "fingerprints",
+        "confurl",
+        "setopt",
+    }
+)
 """Apptainer's ``validHeaders``; ``&n`` stands for a trailing number (OtherURL0, ...)."""
 
-VALID_SECTIONS = frozenset({
-    "help", "setup", "files", "labels", "environment", "pre", "post", "runscript", "test",
-    "startscript", "arguments",
-})  # fmt: skip
+VALID_SECTIONS = frozenset(
+    {
+        "help",
+        "setup",
+        "files",
+        "labels",
+        "environment",
+        "pre",
+        "post",
+        "runscript",
+        "test",
+        "startscript",
+        "arguments",
+    }
+)
 """Apptainer's ``validSections``."""
 
 APP_SECTIONS = frozenset(

@@ -23,9 +23,21 @@ from importlib import metadata, util
 from pathlib import Path
 
 ENV_PREFIXES = (
-    "NCCL_", "HCCL_", "HABANA_", "PT_HPU_", "PT_HCCL_", "CUDA_", "NVIDIA_", "GLOO_",
-    "OMPI_", "FI_", "UCX_", "TORCH_", "DS_", "OMP_",
-)  # fmt: skip
+    "NCCL_",
+    "HCCL_",
+    "HABANA_",
+    "PT_HPU_",
+    "PT_HCCL_",
+    "CUDA_",
+    "NVIDIA_",
+    "GLOO_",
+    "OMPI_",
+    "FI_",
+    "UCX_",
+    "TORCH_",
+    "DS_",
+    "OMP_",
+)
 ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "TZ")
 
 

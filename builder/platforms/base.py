@@ -161,8 +161,11 @@ class Platform:
     # -- DeepSpeed's ops --------------------------------------------------------
 
     deepspeed_ops: ClassVar[tuple[str, ...]] = (
-        "cpu_adagrad", "cpu_adam", "cpu_lion", "deepspeed_shm_comm",
-    )  # fmt: skip
+        "cpu_adagrad",
+        "cpu_adam",
+        "cpu_lion",
+        "deepspeed_shm_comm",
+    )
     """The ops of builder.deepspeed_ops this platform's images can have compiled in."""
     default_deepspeed_ops: ClassVar[tuple[str, ...]] = ("cpu_adam", "deepspeed_shm_comm")
     """What an image with DeepSpeed gets when image.deepspeed_ops is unset."""

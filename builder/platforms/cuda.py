@@ -94,9 +94,15 @@ CUDA_ARCHS: dict[str, tuple[str, str | None]] = {
     "12.1": ("12.9", None),
 }
 NAMED_ARCHS = {
-    "maxwell": "5.0", "pascal": "6.0", "volta": "7.0", "turing": "7.5", "ampere": "8.0",
-    "ada": "8.9", "hopper": "9.0", "blackwell": "10.0",
-}  # fmt: skip
+    "maxwell": "5.0",
+    "pascal": "6.0",
+    "volta": "7.0",
+    "turing": "7.5",
+    "ampere": "8.0",
+    "ada": "8.9",
+    "hopper": "9.0",
+    "blackwell": "10.0",
+}
 """torch's named architectures, which DeepSpeed's op builder cannot read (int("Hopper"))."""
 DEEPSPEED_CUDA_MINORS = {
     "11": ("11.0", "11.1", "11.2", "11.3", "11.4", "11.5", "11.6", "11.7", "11.8"),
@@ -134,9 +140,15 @@ class Cuda(Platform):
     base_family = re.compile(r"(^|/)(nvidia/cuda|nvcr\.io/nvidia/)|cuda", re.IGNORECASE)
     default_os = DEFAULT_OS
     docker_flags = (
-        "--gpus", "all", "--ipc", "host",
-        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
-    )  # fmt: skip
+        "--gpus",
+        "all",
+        "--ipc",
+        "host",
+        "--ulimit",
+        "memlock=-1",
+        "--ulimit",
+        "stack=67108864",
+    )
     apptainer_flags = ("--nv",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
@@ -224,10 +236,19 @@ class Cuda(Platform):
                 problems.append(
                     ("image.os", f"nvidia/cuda {cuda}-devel exists for {', '.join(oses)}")
                 )
-        return problems + super().problems(image) + _toolkit_problems(image) + wheel_problems(
-            image, key="cuda", toolkit=cuda, table=TORCH_CUDA_INDEXES, choose=torch_cuda_index,
-            kind="CUDA",
-        )  # fmt: skip
+        return (
+            problems
+            + super().problems(image)
+            + _toolkit_problems(image)
+            + wheel_problems(
+                image,
+                key="cuda",
+                toolkit=cuda,
+                table=TORCH_CUDA_INDEXES,
+                choose=torch_cuda_index,
+                kind="CUDA",
+            )
+        )
 
     def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
         return f"CUDA {torch['cuda']}" if torch.get("cuda") else None

@@ -86,10 +86,17 @@ class Gaudi(Platform):
     # Habana's documented settings: its container runtime with every card visible,
     # OpenMPI's shared-memory transport without CMA, sys_nice for its scheduler.
     docker_flags = (
-        "--runtime", "habana", "-e", "HABANA_VISIBLE_DEVICES=all",
-        "-e", "OMPI_MCA_btl_vader_single_copy_mechanism=none",
-        "--cap-add", "sys_nice", "--ipc", "host",
-    )  # fmt: skip
+        "--runtime",
+        "habana",
+        "-e",
+        "HABANA_VISIBLE_DEVICES=all",
+        "-e",
+        "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+        "--cap-add",
+        "sys_nice",
+        "--ipc",
+        "host",
+    )
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     deepspeed_ops = ()  # Habana's DeepSpeed fork brings its HPU kernels with SynapseAI
     default_deepspeed_ops = ()

@@ -60,12 +60,21 @@ TORCH_ROCM_INDEXES: dict[str, tuple[str, ...]] = {
 # known: ROCm 7.0.0 added gfx950 (MI350) and removed gfx940 and gfx941 (LLVM dropped
 # them for gfx942; hipFFT's and LLVM's release notes).
 ROCM_ARCHS: dict[str, tuple[str | None, str | None]] = {
-    "gfx900": (None, None), "gfx906": (None, None), "gfx908": (None, None),
-    "gfx90a": (None, None), "gfx940": (None, "7.0"), "gfx941": (None, "7.0"),
-    "gfx942": (None, None), "gfx950": ("7.0", None), "gfx1030": (None, None),
-    "gfx1100": (None, None), "gfx1101": (None, None), "gfx1102": (None, None),
-    "gfx1200": (None, None), "gfx1201": (None, None),
-}  # fmt: skip
+    "gfx900": (None, None),
+    "gfx906": (None, None),
+    "gfx908": (None, None),
+    "gfx90a": (None, None),
+    "gfx940": (None, "7.0"),
+    "gfx941": (None, "7.0"),
+    "gfx942": (None, None),
+    "gfx950": ("7.0", None),
+    "gfx1030": (None, None),
+    "gfx1100": (None, None),
+    "gfx1101": (None, None),
+    "gfx1102": (None, None),
+    "gfx1200": (None, None),
+    "gfx1201": (None, None),
+}
 GFX_FEATURES = ("xnack+", "xnack-", "sramecc+", "sramecc-")
 """What PYTORCH_ROCM_ARCH may add to a target (gfx90a:xnack-)."""
 
@@ -109,9 +118,17 @@ class Rocm(Platform):
     base_family = re.compile(r"(^|/)rocm/|rocm", re.IGNORECASE)
     default_os = DEFAULT_OS
     docker_flags = (
-        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-        "--security-opt", "seccomp=unconfined", "--ipc", "host",
-    )  # fmt: skip
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--ipc",
+        "host",
+    )
     apptainer_flags = ("--rocm",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
@@ -196,10 +213,18 @@ class Rocm(Platform):
                 )
             elif (image.os or DEFAULT_OS) not in oses:
                 problems.append(("image.os", f"rocm/dev {rocm} exists for {', '.join(oses)}"))
-        return problems + super().problems(image) + wheel_problems(
-            image, key="rocm", toolkit=rocm, table=TORCH_ROCM_INDEXES, choose=torch_rocm_index,
-            kind="ROCm",
-        )  # fmt: skip
+        return (
+            problems
+            + super().problems(image)
+            + wheel_problems(
+                image,
+                key="rocm",
+                toolkit=rocm,
+                table=TORCH_ROCM_INDEXES,
+                choose=torch_rocm_index,
+                kind="ROCm",
+            )
+        )
 
     def run_env(self) -> dict[str, str]:
         return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}

@@ -80,12 +80,17 @@ def probe_args(
     rank, where nodes share a machine's cores; else each node's cores over its ranks)."""
     platform = platforms.get(accelerator)
     args: tuple[str, ...] = (
-        "--device", platform.torch_device,
-        "--backend", platform.torch_backend,
-        "--slots", str(slots),
-        "--budget", f"{settings.seconds:g}",
-        "--timeout", f"{PEER_TIMEOUT + settings.seconds:g}",
-    )  # fmt: skip
+        "--device",
+        platform.torch_device,
+        "--backend",
+        platform.torch_backend,
+        "--slots",
+        str(slots),
+        "--budget",
+        f"{settings.seconds:g}",
+        "--timeout",
+        f"{PEER_TIMEOUT + settings.seconds:g}",
+    )
     if threads is not None:
         args += ("--threads", str(threads))
     return (*args, "--quick") if settings.quick else args

@@ -414,9 +414,12 @@ def _prebuilt(reports: list[dict[str, Any]], expected: Expected) -> list[Finding
     for report in reports:
         names = ", ".join(sorted(set(map(str, report.get("device_names") or []))))
         said = deepspeed_ops.unsuited(
-            report.get("deepspeed_ops"), runs=report.get("accelerator"),
-            arch=report.get("device_arch"), device=names, word=expected.device_word,
-        )  # fmt: skip
+            report.get("deepspeed_ops"),
+            runs=report.get("accelerator"),
+            arch=report.get("device_arch"),
+            device=names,
+            word=expected.device_word,
+        )
         if said is not None:
             node = _node_of(int(report["rank"]), str(report.get("node")), expected)
             found.setdefault((node, said[1]), Finding(node, said[1], said[0]))

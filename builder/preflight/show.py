@@ -15,9 +15,16 @@ if TYPE_CHECKING:
 def table(result: Preflight) -> str:
     """The per-node table, the all-reduce sweep and the findings, for people."""
     header = (
-        "node", "ranks", "devices", "matmul", "memory", "link out/in", "transport",
-        "environment", "result",
-    )  # fmt: skip
+        "node",
+        "ranks",
+        "devices",
+        "matmul",
+        "memory",
+        "link out/in",
+        "transport",
+        "environment",
+        "result",
+    )
     lines = [header]
     slots = result.expected.slots
     for row in result.nodes:

@@ -155,9 +155,13 @@ def test_any_accepted_argument_arrives_unchanged(
     ],
 )
 def test_what_the_pdsh_line_would_change_is_refused(
-    distributed_runner: Any, deepspeed_runner: Any, bin_dir: Path, tmp_path: Path, where: str,
+    distributed_runner: Any,
+    deepspeed_runner: Any,
+    bin_dir: Path,
+    tmp_path: Path,
+    where: str,
     spec: Spec,
-) -> None:  # fmt: skip
+) -> None:
     """(A '%' that ends the line is refused too: pdsh reads past it, so what arrives
     depends on its memory, as the issue's `50%IS_SANDBOX=yes` shows.)"""
     problems = dict(check_spec(spec))

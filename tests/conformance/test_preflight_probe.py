@@ -31,10 +31,20 @@ def test_the_probe_runs_under_torchrun_and_passes(tmp_path: Path) -> None:
     settings = Settings(quick=True, budget=4)
     args = probe_args("cpu", 2, settings, threads=1)
     run = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc-per-node", "4",
-         str(tmp_path / "preflight.py"), *args],
-        capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(torchrun),
+            "--standalone",
+            "--nproc-per-node",
+            "4",
+            str(tmp_path / "preflight.py"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     # 4 ranks, 2 per "node": the ranks of one node here are one node of the plan
     want = expected_of("cpu", ("n1", "n2"), 2, fabric="none", env={}, settings=settings)

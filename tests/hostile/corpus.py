@@ -1026,19 +1026,39 @@ case(
 
 # --- preflight: options, and a bundle that does not match the spec (no ssh is tried) ----
 for value in ("1", "0", "-5", "nan", "inf", "2.9"):
-    case(f"preflight-budget-{value}", ("preflight", "--preset", "cpu-deepspeed", "--budget", value),
-         USAGE, "--budget")  # fmt: skip
+    case(
+        f"preflight-budget-{value}",
+        ("preflight", "--preset", "cpu-deepspeed", "--budget", value),
+        USAGE,
+        "--budget",
+    )
 for value in ("0", "1", "-0.1", "nan", "1.5"):
     argv = ("preflight", "--preset", "cpu-deepspeed", "--threshold", value)
     case(f"preflight-threshold-{value}", argv, USAGE, "--threshold")
-case("preflight-rehearse-nodes-zero", "preflight --preset cpu-deepspeed --rehearse --nodes 0",
-     USAGE, "--nodes")  # fmt: skip
-case("preflight-rehearse-nodes-many", "preflight --preset cpu-deepspeed --rehearse --nodes 99",
-     USAGE, "--nodes")  # fmt: skip
-case("preflight-ssh-config-missing", "preflight --preset cpu-deepspeed --ssh-config nope",
-     USAGE, "--ssh-config")  # fmt: skip
-case("preflight-image-newline", ("preflight", "--preset", "cpu-deepspeed", "--image", "a\nid"),
-     USAGE, "--image")  # fmt: skip
+case(
+    "preflight-rehearse-nodes-zero",
+    "preflight --preset cpu-deepspeed --rehearse --nodes 0",
+    USAGE,
+    "--nodes",
+)
+case(
+    "preflight-rehearse-nodes-many",
+    "preflight --preset cpu-deepspeed --rehearse --nodes 99",
+    USAGE,
+    "--nodes",
+)
+case(
+    "preflight-ssh-config-missing",
+    "preflight --preset cpu-deepspeed --ssh-config nope",
+    USAGE,
+    "--ssh-config",
+)
+case(
+    "preflight-image-newline",
+    ("preflight", "--preset", "cpu-deepspeed", "--image", "a\nid"),
+    USAGE,
+    "--image",
+)
 case(
     "preflight-hostfile-mismatch",
     "preflight stack.yaml --cluster-dir cluster",
@@ -1056,10 +1076,18 @@ case(
     "has no hostfile",
     files={"stack.yaml": spec(launch="nodes: [n1, n2]\nslots: 2"), "cluster/other": "x"},
 )
-case("preflight-nodes-without-rehearse", "preflight --preset cpu-deepspeed --nodes 3",
-     USAGE, "--nodes")  # fmt: skip
-case("preflight-dry-run-rehearse", "preflight --preset cpu-deepspeed --rehearse --dry-run",
-     USAGE, "--dry-run")  # fmt: skip
+case(
+    "preflight-nodes-without-rehearse",
+    "preflight --preset cpu-deepspeed --nodes 3",
+    USAGE,
+    "--nodes",
+)
+case(
+    "preflight-dry-run-rehearse",
+    "preflight --preset cpu-deepspeed --rehearse --dry-run",
+    USAGE,
+    "--dry-run",
+)
 ARGV = "preflight --preset cpu-deepspeed --rehearse --cluster-dir c"
 case("preflight-cluster-dir-rehearse", ARGV, USAGE, "--cluster-dir")
 
@@ -1113,19 +1141,40 @@ case(
 case("lint-sarif-is-not-a-format", "lint --preset cpu-deepspeed -f sarif", USAGE, "--format")
 
 # --- push: what is pushed is a name:tag; a digest record beside the spec is checked ----
-case("push-image-newline", ("push", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
-     USAGE, "--image")  # fmt: skip
-case("push-image-digest", ("push", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
-     USAGE, "digest")  # fmt: skip
+case(
+    "push-image-newline",
+    ("push", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
+    USAGE,
+    "--image",
+)
+case(
+    "push-image-digest",
+    ("push", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
+    USAGE,
+    "digest",
+)
 # --- ship: a name:tag to docker nodes; the nodes' runtime and ssh config are checked first -
-case("ship-image-newline", ("ship", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
-     USAGE, "--image")  # fmt: skip
-case("ship-image-digest", ("ship", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
-     USAGE, "digest")  # fmt: skip
+case(
+    "ship-image-newline",
+    ("ship", "--preset", "cpu-deepspeed", "--image", "a:1\nid"),
+    USAGE,
+    "--image",
+)
+case(
+    "ship-image-digest",
+    ("ship", "--preset", "cpu-deepspeed", "--image", "a@sha256:" + "1" * 64),
+    USAGE,
+    "digest",
+)
 case("ship-check-and-force", "ship --preset cpu-deepspeed --check --force", USAGE, "--check")
 case("ship-ssh-config-missing", "ship --preset cpu-deepspeed --ssh-config nope", USAGE, "nope")
-case("ship-apptainer", ("ship", "spec.yaml"), USAGE, "launch.sif",
-     files={"spec.yaml": spec(launch="runtime: apptainer")})  # fmt: skip
+case(
+    "ship-apptainer",
+    ("ship", "spec.yaml"),
+    USAGE,
+    "launch.sif",
+    files={"spec.yaml": spec(launch="runtime: apptainer")},
+)
 for name, record in (
     ("not-json", "{"),
     ("bad-digest", '{"schema": 1, "reference": "demo:latest", "digest": "sha256:1"}'),
@@ -1134,7 +1183,12 @@ for name, record in (
         '{"schema": 1, "reference": "demo:latest;id", "digest": "sha256:' + "1" * 64 + '"}',
     ),
 ):
-    case(f"launch-digest-record-{name}", "launch stack.yaml", USAGE, "stack.digest",
-         files={"stack.yaml": GOOD, "stack.digest": record})  # fmt: skip
+    case(
+        f"launch-digest-record-{name}",
+        "launch stack.yaml",
+        USAGE,
+        "stack.digest",
+        files={"stack.yaml": GOOD, "stack.digest": record},
+    )
 case("keys-dash-folder", "keys --preset cpu-deepspeed -o -", USAGE, "--cluster-dir")
 case("bundle-dash-folder", "bundle --preset cpu-deepspeed --cluster-dir -", USAGE, "--cluster-dir")

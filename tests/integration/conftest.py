@@ -220,8 +220,10 @@ def base_image(engine: Engine) -> str:
     if not engine.exists(BASE_IMAGE):
         problem = run_script("base-image.sh", BASE_IMAGE)
         if problem is not None or not engine.exists(BASE_IMAGE):
-            unavailable(f"base image {BASE_IMAGE} is missing and scripts/base-image.sh "
-                        f"could not make it: {problem}")  # fmt: skip
+            unavailable(
+                f"base image {BASE_IMAGE} is missing and scripts/base-image.sh "
+                f"could not make it: {problem}"
+            )
     return BASE_IMAGE
 
 
@@ -304,10 +306,21 @@ def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real wheel of einops at another version than the image's."""
     folder = tmp_path_factory.mktemp("einops")
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
-         "einops==0.8.1"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-q",
+            "-d",
+            str(folder),
+            "einops==0.8.1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wheels = list(folder.glob("einops-0.8.1-*.whl"))
     if not wheels:
         unavailable(f"cannot download einops 0.8.1: {result.stderr.strip()[-300:]}")

@@ -129,12 +129,24 @@ def run_deffile(engine: Engine, deffile: Path, *, timeout: float) -> DefRun:
         for file_name, content in files.items():
             (Path(staging) / file_name).write_text(content, encoding="utf-8")
         argv = [
-            "docker", "run", "--rm", "--name", name, "--network", "bridge",
-            "--entrypoint", "/bin/sh",
-            "-v", f"{deffile.parent.resolve()}:{_SRC}:ro",
-            "-v", f"{Path(staging).resolve()}:{_RUN}:ro",
-            "-w", _SRC, image, f"{_RUN}/driver.sh",
-        ]  # fmt: skip
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network",
+            "bridge",
+            "--entrypoint",
+            "/bin/sh",
+            "-v",
+            f"{deffile.parent.resolve()}:{_SRC}:ro",
+            "-v",
+            f"{Path(staging).resolve()}:{_RUN}:ro",
+            "-w",
+            _SRC,
+            image,
+            f"{_RUN}/driver.sh",
+        ]
         try:
             code, output = engine.cli(argv, timeout)
         finally:

@@ -64,10 +64,15 @@ def fabric_stack() -> Stack:
     image): the fabric's layer is what its test is about, and the rest stays small."""
     stack = load_preset("cpu-deepspeed")
     image = replace(
-        stack.spec.image, name="builder-test/fabric", tag="it", fabric="infiniband",
-        deepspeed=None, deepspeed_ops=None, pdsh=False,
+        stack.spec.image,
+        name="builder-test/fabric",
+        tag="it",
+        fabric="infiniband",
+        deepspeed=None,
+        deepspeed_ops=None,
+        pdsh=False,
         ssh=replace(stack.spec.image.ssh, enabled=False),
-    )  # fmt: skip
+    )
     launch = replace(stack.spec.launch, launcher="torchrun")
     return Stack(replace(stack.spec, image=image, launch=launch), stack.source, stack.root, None)
 
@@ -96,9 +101,13 @@ def run_script(name: str, *args: str) -> str | None:
     succeeded, else the end of what it printed."""
     env = {**os.environ, "PYTHON": sys.executable}
     result = subprocess.run(
-        [str(REPO / "scripts" / name), *args], capture_output=True, text=True, check=False,
-        env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [str(REPO / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     if result.returncode == 0:
         return None
     return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-1500:]}"
@@ -110,9 +119,12 @@ def build_shared(reference: str, inputs: BuildInputs, engine: Engine) -> BuildRe
     with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
         out = sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink
         return build_image(
-            SHARED[reference](), inputs, reference=reference, engine=engine,
+            SHARED[reference](),
+            inputs,
+            reference=reference,
+            engine=engine,
             progress=PlainProgress(out),
-        )  # fmt: skip
+        )
 
 
 @dataclass
@@ -130,9 +142,13 @@ class Prebuild:
         argv = [sys.executable, "-m", "tests.integration.images", str(folder), *references]
         with (folder / "prebuild.log").open("wb") as log:
             process = subprocess.Popen(
-                argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                argv,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         return cls(process, folder, tuple(references))
 
     def finish(self, timeout: float = 3600) -> None:

@@ -97,8 +97,12 @@ def test_a_no_cache_build_of_another_stack_costs_this_one_nothing(
     # its system stage up to the first RUN: the very layers its --no-cache build makes first
     head = dockerfile.text.split("\nRUN ", 1)[0] + "\n"
     assert "\nSHELL " in head
-    prefix = run_build([OutputFile(DOCKERFILE, 0o644, head)], "builder-test/other:head",
-                       engine=engine, nocache=True)  # fmt: skip
+    prefix = run_build(
+        [OutputFile(DOCKERFILE, 0o644, head)],
+        "builder-test/other:head",
+        engine=engine,
+        nocache=True,
+    )
     try:
         again = build_image(load_preset("cpu-deepspeed"), inputs, reference=IMAGE, engine=engine)
         assert again.image_id == cpu_image.image_id

@@ -68,11 +68,20 @@ def rendered(
     result = CliRunner().invoke(
         app,
         [
-            "render", str(spec), "-f", "apptainer", "-o", str(out),
-            "--base-image", BASE_IMAGE, "--ca-bundle", str(CA_BUNDLE),
-            "--wheelhouse", str(wheelhouse),
+            "render",
+            str(spec),
+            "-f",
+            "apptainer",
+            "-o",
+            str(out),
+            "--base-image",
+            BASE_IMAGE,
+            "--ca-bundle",
+            str(CA_BUNDLE),
+            "--wheelhouse",
+            str(wheelhouse),
         ],
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, result.stderr
     return out
 

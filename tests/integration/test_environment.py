@@ -78,10 +78,19 @@ def test_a_build_from_the_lock_without_any_cache_has_the_images_fingerprint(
         assert differences(prints)[1] == {}  # the very environment the lock was taken from
         # `builder render` shows the very Dockerfile the locked build used
         assert inputs.base_image is not None
-        rendered = CliRunner().invoke(app, [
-            "render", str(locked_stack), "--base-image", inputs.base_image,
-            "--ca-bundle", str(CA_BUNDLE), "--wheelhouse", str(wheelhouse),
-        ])  # fmt: skip
+        rendered = CliRunner().invoke(
+            app,
+            [
+                "render",
+                str(locked_stack),
+                "--base-image",
+                inputs.base_image,
+                "--ca-bundle",
+                str(CA_BUNDLE),
+                "--wheelhouse",
+                str(wheelhouse),
+            ],
+        )
         assert rendered.exit_code == 0, rendered.stderr
         assert "-c /tmp/builder/lock.txt" in rendered.stdout
         label = engine.image(locked).labels[f"{LABEL_PREFIX}.dockerfile-sha256"]

@@ -62,9 +62,14 @@ def from_base(framework: str, *pip: str) -> Spec:
     # one op compiled against the base's torch (the shared-memory one, seconds); cpu_adam's
     # minutes of compiling are the cpu image's to prove
     image = replace(
-        spec.image, name="builder-test/from-base", tag="it", base=framework,
-        torch="from-base", pip=tuple(pip), deepspeed_ops=("deepspeed_shm_comm",),
-    )  # fmt: skip
+        spec.image,
+        name="builder-test/from-base",
+        tag="it",
+        base=framework,
+        torch="from-base",
+        pip=tuple(pip),
+        deepspeed_ops=("deepspeed_shm_comm",),
+    )
     return replace(spec, image=image)
 
 
@@ -92,13 +97,17 @@ def test_the_bases_torch_is_kept_and_read_back(
             "print('PIN', open('/opt/venv/base-torch.txt').read().strip())"
         )
         output = engine.run(REFERENCE, ["-c", probe], entrypoint=["/opt/venv/bin/python"])
-        found = dict(line.split(" ", 1) for line in output.splitlines() if line[:4] in
-                     ("FILE", "VERS", "PIN "))  # fmt: skip
+        found = dict(
+            line.split(" ", 1)
+            for line in output.splitlines()
+            if line[:4] in ("FILE", "VERS", "PIN ")
+        )
         assert found["FILE"] == "/opt/torch/torch/__init__.py"  # the base's, not a new install
         assert found["VERSION"].startswith(TORCH)
         assert found["PIN"] == f"torch=={found['VERSION']}"
-        listing = engine.run(REFERENCE, ["-c", "ls /opt/venv/lib/python3*/site-packages"],
-                             entrypoint=["/bin/sh"])  # fmt: skip
+        listing = engine.run(
+            REFERENCE, ["-c", "ls /opt/venv/lib/python3*/site-packages"], entrypoint=["/bin/sh"]
+        )
         assert "torch\n" not in listing
         assert of_image(engine, REFERENCE).data["torch"]["version"] == found["VERSION"]
     finally:

@@ -115,13 +115,33 @@ def test_a_node_with_a_slow_link_is_named() -> None:
         node = run.nodes[1].container
         pid = subprocess.run(
             ["docker", "inspect", "--format", "{{.State.Pid}}", node],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         subprocess.run(
-            ["nsenter", "-t", pid, "-n", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
-             "rate", "20mbit", "burst", "32kbit", "latency", "400ms"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                "nsenter",
+                "-t",
+                pid,
+                "-n",
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                "20mbit",
+                "burst",
+                "32kbit",
+                "latency",
+                "400ms",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     result = preflight(one_slot(), shape)
     named = failed(result)
@@ -141,8 +161,9 @@ def test_a_node_whose_packages_drifted_is_named(other_einops: Path) -> None:
         subprocess.run(["docker", "cp", str(other_einops), f"{node}:{wheel}"], check=True)
         subprocess.run(
             ["docker", "exec", node, "pip", "install", "-q", "--no-deps", wheel],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+        )
 
     result = preflight(one_slot(), drift, LENIENT)
     named = failed(result)
@@ -213,9 +234,19 @@ def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
 def test_ctrl_c_stops_the_probe_on_every_node(ssh_nodes: SshNodes) -> None:
     session = ssh_nodes.session
     script = f"{ssh_nodes.shared}/cluster/preflight/preflight.py"
-    argv = [str(BUILDER), "preflight", str(ssh_nodes.stack), "--image", IMAGE,
-            "--cluster-dir", str(ssh_nodes.shared / "cluster"),
-            "--ssh-config", str(ssh_nodes.config), "--budget", "60"]  # fmt: skip
+    argv = [
+        str(BUILDER),
+        "preflight",
+        str(ssh_nodes.stack),
+        "--image",
+        IMAGE,
+        "--cluster-dir",
+        str(ssh_nodes.shared / "cluster"),
+        "--ssh-config",
+        str(ssh_nodes.config),
+        "--budget",
+        "60",
+    ]
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     ) as cli:

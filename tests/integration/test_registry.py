@@ -173,12 +173,18 @@ def test_verify_names_a_node_running_another_image_under_the_same_name(
     pinned = push_image(engine, remote).pinned
     names = ("builder-verify-good", "builder-verify-other")
     try:
-        subprocess.run(["docker", "run", "-d", "--name", names[0], "--entrypoint", "sleep",
-                        pinned, "300"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["docker", "run", "-d", "--name", names[0], "--entrypoint", "sleep", pinned, "300"],
+            check=True,
+            capture_output=True,
+        )
         # the other node: the same name:tag, pointing at another image
         engine.tag(engine.image(OPENMPI_IMAGE).id, remote)
-        subprocess.run(["docker", "run", "-d", "--name", names[1], "--entrypoint", "sleep",
-                        remote, "300"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["docker", "run", "-d", "--name", names[1], "--entrypoint", "sleep", remote, "300"],
+            check=True,
+            capture_output=True,
+        )
         result = CliRunner().invoke(
             app, ["verify", "--containers", ",".join(names), "--image", pinned]
         )

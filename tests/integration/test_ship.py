@@ -50,10 +50,24 @@ class Site:
             folder.mkdir()
             # a network namespace of its own: a dockerd with --bridge none deletes the
             # host's docker0, which the machine's own engine needs
-            argv = [unshare, "--net", "--", dockerd, "--data-root", str(folder / "data"),
-                    "--exec-root", str(folder / "exec"), "--pidfile", str(folder / "pid"), "--host",
-                    self.sockets[node], "--bridge", "none", "--iptables=false",
-                    "--ip-masq=false"]  # fmt: skip
+            argv = [
+                unshare,
+                "--net",
+                "--",
+                dockerd,
+                "--data-root",
+                str(folder / "data"),
+                "--exec-root",
+                str(folder / "exec"),
+                "--pidfile",
+                str(folder / "pid"),
+                "--host",
+                self.sockets[node],
+                "--bridge",
+                "none",
+                "--iptables=false",
+                "--ip-masq=false",
+            ]
             engines[node] = start_daemon(f"{node}'s dockerd", argv, folder / "dockerd.log")
         self.daemons += engines.values()
         sshd = self._start_sshd()
@@ -73,8 +87,9 @@ class Site:
         sshd, keygen = real_tool("sshd"), real_tool("ssh-keygen")
         sshd_ready()
         for name in ("host", "user"):
-            subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)],
-                           check=True)  # fmt: skip
+            subprocess.run(
+                [keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)], check=True
+            )
         (self.root / "authorized_keys").write_text((self.root / "user.pub").read_text())
         port = free_port()
         sshd_config = self.root / "sshd_config"
@@ -83,8 +98,9 @@ class Site:
             f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
             f"StrictModes no\nUsePAM no\nAcceptEnv DOCKER_HOST\nPidFile {self.root}/sshd.pid\n"
         )
-        daemon = start_daemon("sshd", [sshd, "-D", "-e", "-f", str(sshd_config)],
-                              self.root / "sshd.log")  # fmt: skip
+        daemon = start_daemon(
+            "sshd", [sshd, "-D", "-e", "-f", str(sshd_config)], self.root / "sshd.log"
+        )
         self.daemons.append(daemon)
         user = os.environ.get("USER") or "root"
         hosts = [

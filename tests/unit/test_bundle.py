@@ -36,10 +36,20 @@ def test_the_bundle_holds_everything(tmp_path: Path) -> None:
     folder = tmp_path / "cluster"
     bundle(folder)
     assert sorted(p.name for p in folder.iterdir()) == [
-        ".deepspeed_env", "README.md", "authorized_keys", "hostfile", "id_ed25519",
-        "id_ed25519.pub", "launch.sh", "node_ssh_config", "plan.json", "ssh_config",
-        "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub", "ssh_known_hosts",
-    ]  # fmt: skip
+        ".deepspeed_env",
+        "README.md",
+        "authorized_keys",
+        "hostfile",
+        "id_ed25519",
+        "id_ed25519.pub",
+        "launch.sh",
+        "node_ssh_config",
+        "plan.json",
+        "ssh_config",
+        "ssh_host_ed25519_key",
+        "ssh_host_ed25519_key.pub",
+        "ssh_known_hosts",
+    ]
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "ssh_host_ed25519_key").stat().st_mode) == 0o600
     assert (folder / "node_ssh_config").read_text().count("\nHost node1 node2\n") == 1

@@ -27,8 +27,12 @@ from builder.spec.loader import Stack, load_preset
 if TYPE_CHECKING:
     from builder.spec.records import Spec
 
-PRESETS = {"cpu": "cpu-deepspeed", "cuda": "cuda-deepspeed", "gaudi": "gaudi-deepspeed",
-           "rocm": "rocm-deepspeed"}  # fmt: skip
+PRESETS = {
+    "cpu": "cpu-deepspeed",
+    "cuda": "cuda-deepspeed",
+    "gaudi": "gaudi-deepspeed",
+    "rocm": "rocm-deepspeed",
+}
 
 
 def with_fabric(accelerator: str, fabric: str, **launch: Any) -> Spec:
@@ -132,9 +136,12 @@ def test_apptainer_needs_no_flag_and_the_batch_script_checks_locked_memory() -> 
     script = sbatch_script(spec, image="i:1", cluster_dir="/c", source="t", launcher="torchrun")
     assert "ulimit -l" in script
     plain = sbatch_script(
-        load_preset("cuda-deepspeed").spec, image="i:1", cluster_dir="/c", source="t",
+        load_preset("cuda-deepspeed").spec,
+        image="i:1",
+        cluster_dir="/c",
+        source="t",
         launcher="torchrun",
-    )  # fmt: skip
+    )
     assert "ulimit -l" not in plain
 
 

@@ -50,9 +50,13 @@ def test_a_changed_package_and_a_missing_one_are_named() -> None:
 def test_a_lock_covers_python_fully_and_apt_only_where_it_pins() -> None:
     lock = Fingerprint(
         "stack.lock",
-        {"packages": {"torch": "2.13.0", "einops": "0.8.2"}, "apt": {"pdsh": "2.34"},
-         "spec_hash": "abc", PARTIAL: ["apt"]},
-    )  # fmt: skip
+        {
+            "packages": {"torch": "2.13.0", "einops": "0.8.2"},
+            "apt": {"pdsh": "2.34"},
+            "spec_hash": "abc",
+            PARTIAL: ["apt"],
+        },
+    )
     _, table = differences([lock, record("image")])
     assert table == {}  # no OS, env or base packages in a lock: not compared
     _, table = differences([lock, record("image", apt={"pdsh": "2.35", "bash": "5.2"})])
@@ -71,9 +75,12 @@ def test_a_reference_image_is_not_compared_on_run_time_env() -> None:
 
 def test_the_collector_runs_on_this_python_and_parses() -> None:
     out = subprocess.run(
-        [sys.executable, "-"], input=payload_text("collect.py"), capture_output=True, text=True,
+        [sys.executable, "-"],
+        input=payload_text("collect.py"),
+        capture_output=True,
+        text=True,
         check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     found = parse_collected("here", out, "hash")
     assert found.data["python"] == ".".join(map(str, sys.version_info[:3]))
     assert found.data["packages"]["typer"]

@@ -48,8 +48,10 @@ def collected(root: Path, **env: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, str(payload_path("collect.py"))],
         env={**clean, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", **env},
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(json.loads(out))
 
 
@@ -61,8 +63,17 @@ def ops(
 
 def bare(**data: Any) -> dict[str, Any]:
     """The fields a fingerprint's summary reads."""
-    return {"os": {}, "python": "3.11", "packages": {}, "apt": {}, "torch": None,
-            "tools": {}, "env": {}, "deepspeed": None, **data}  # fmt: skip
+    return {
+        "os": {},
+        "python": "3.11",
+        "packages": {},
+        "apt": {},
+        "torch": None,
+        "tools": {},
+        "env": {},
+        "deepspeed": None,
+        **data,
+    }
 
 
 def test_the_collector_reads_the_installed_ops_without_importing_deepspeed(

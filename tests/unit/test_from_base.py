@@ -47,10 +47,13 @@ def test_a_framework_base_keeps_its_torch_and_pins_it() -> None:
     ("image", "field", "says"),
     [
         ({"torch": "from-base"}, "image.torch", "set image.base"),
-        ({"torch": "from-base", "base": NGC, "torch_index": "https://x/whl"}, "image.torch_index",
-         "from the base"),
+        (
+            {"torch": "from-base", "base": NGC, "torch_index": "https://x/whl"},
+            "image.torch_index",
+            "from the base",
+        ),
     ],
-)  # fmt: skip
+)
 def test_from_base_needs_a_base_and_no_index(image: dict[str, Any], field: str, says: str) -> None:
     problems = dict(check_spec(stack(**image).spec))
     assert says in problems[field]

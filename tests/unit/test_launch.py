@@ -108,8 +108,11 @@ def test_what_each_runtime_stops_and_how() -> None:
     assert launcher.stop_argv is not None
     assert launcher.stop_argv[-2:] == ("BUILDER_LAUNCH=builder-cpu-deepspeed", "30")
     assert json.loads(json.dumps(plan.as_data()))["commands"][-1]["stop"][:4] == [
-        "docker", "exec", "builder-cpu-deepspeed", "sh"
-    ]  # fmt: skip
+        "docker",
+        "exec",
+        "builder-cpu-deepspeed",
+        "sh",
+    ]
     torchrun = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="torchrun")
     for step in torchrun.steps:
         assert step.stop_argv == ("docker", "stop", "--time", "30", "builder-cpu-deepspeed")
@@ -279,8 +282,9 @@ def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
     assert spawn[4:6] == ("--hostfile", "/etc/builder/cluster/hostfile")
     assert spawn[6:9] == ("--master_port", str(spec.launch.master_port), "--use_deepspeed")
     with pytest.raises(UsageError, match="gaudi_spawn is for accelerator: gaudi"):
-        launch_plan(load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c",
-                    launcher="gaudi_spawn")  # fmt: skip
+        launch_plan(
+            load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", launcher="gaudi_spawn"
+        )
 
 
 def test_deepspeed_escapes_for_its_pdsh_line_only_on_several_nodes() -> None:
@@ -303,8 +307,11 @@ def test_code_and_cache_reach_every_runtime() -> None:
     bare = launch_plan(spec, image="t:1", cluster_dir="/c", runtime="none")
     argv = list(bare.steps[0].argv)
     assert argv[argv.index("sh") : argv.index("torchrun")] == [
-        "sh", "-c", 'cd "$0" && exec "$@"', "/shared/project",
-    ]  # fmt: skip
+        "sh",
+        "-c",
+        'cd "$0" && exec "$@"',
+        "/shared/project",
+    ]
     assert "HF_HOME=/shared/cache/huggingface" in argv
     assert bare.host_paths == ("/shared/project", "/shared/cache", "/shared/project/train.py")
 

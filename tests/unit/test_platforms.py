@@ -63,13 +63,23 @@ def test_every_platform_module_is_found_by_its_name() -> None:
         ("gaudi-deepspeed", ("--runtime", "habana"), (), None),
         (
             "rocm-deepspeed",
-            ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-             "--security-opt", "seccomp=unconfined", "--ipc", "host"),
+            (
+                "--device",
+                "/dev/kfd",
+                "--device",
+                "/dev/dri",
+                "--group-add",
+                "video",
+                "--security-opt",
+                "seccomp=unconfined",
+                "--ipc",
+                "host",
+            ),
             ("--rocm",),
             "8",
         ),
     ],
-)  # fmt: skip
+)
 def test_each_platform_starts_its_containers_its_way(
     preset: str, docker: tuple[str, ...], apptainer: tuple[str, ...], gpus: str | None
 ) -> None:
@@ -231,7 +241,12 @@ def test_a_fingerprint_names_the_torch_build(
     torch: dict[str, object], packages: dict[str, str], shown: str
 ) -> None:
     data = {
-        "os": {}, "python": "3.10", "packages": packages, "apt": {}, "torch": torch,
-        "tools": {}, "env": {},
-    }  # fmt: skip
+        "os": {},
+        "python": "3.10",
+        "packages": packages,
+        "apt": {},
+        "torch": torch,
+        "tools": {},
+        "env": {},
+    }
     assert f"({shown})" in Fingerprint("x", data).summary()

@@ -30,9 +30,14 @@ NODES = ("node1", "node2", "node3", "node4")
 
 def expected(**changes: Any) -> Expected:
     base = Expected(
-        nodes=NODES, slots=2, device_word="GPU", library="NCCL", net="IB",
-        fabric="infiniband", threshold=0.25,
-    )  # fmt: skip
+        nodes=NODES,
+        slots=2,
+        device_word="GPU",
+        library="NCCL",
+        net="IB",
+        fabric="infiniband",
+        threshold=0.25,
+    )
     return replace(base, **changes)
 
 
@@ -264,12 +269,20 @@ def test_what_the_probe_expects_follows_platform_and_fabric() -> None:
     from builder import platforms
 
     found = expected_of(
-        "cuda", ("a", "b"), 8, fabric="infiniband",
-        env=platforms.run_environment(fabric), settings=Settings(),
-    )  # fmt: skip
+        "cuda",
+        ("a", "b"),
+        8,
+        fabric="infiniband",
+        env=platforms.run_environment(fabric),
+        settings=Settings(),
+    )
     assert (found.library, found.net, found.device_word) == ("NCCL", "IB", "GPU")
-    assert expected_of("rocm", ("a",), 8, fabric="roce", env={"NCCL_NET": "IB"},
-                       settings=Settings()).library == "RCCL"  # fmt: skip
+    assert (
+        expected_of(
+            "rocm", ("a",), 8, fabric="roce", env={"NCCL_NET": "IB"}, settings=Settings()
+        ).library
+        == "RCCL"
+    )
     gaudi = expected_of("gaudi", ("a",), 8, fabric="none", env={}, settings=Settings())
     assert (gaudi.library, gaudi.net, gaudi.device_word) == ("HCCL", None, "HPU")
 

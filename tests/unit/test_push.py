@@ -69,7 +69,7 @@ def test_a_push_returns_the_registrys_digest_and_shows_its_steps() -> None:
         ("no basic auth credentials", RegistryRefused, 18),
         ("denied: requested access to the resource is denied", RegistryRefused, 18),
     ],
-)  # fmt: skip
+)
 def test_push_errors_have_their_own_exit_codes(
     error: str, raised: type[BuilderError], code: int
 ) -> None:
@@ -84,10 +84,13 @@ def test_push_errors_have_their_own_exit_codes(
     ("error", "raised"),
     [
         ("unknown: filesystem: mkdir /var/lib/registry/x: permission denied", RegistryUnreachable),
-        ("pull access denied for r:5000/t, repository does not exist or may require "
-         "'docker login': denied: requested access to the resource is denied", UnknownDigest),
+        (
+            "pull access denied for r:5000/t, repository does not exist or may require "
+            "'docker login': denied: requested access to the resource is denied",
+            UnknownDigest,
+        ),
     ],
-)  # fmt: skip
+)
 def test_storage_errors_and_missing_repositories_are_not_refusals(
     error: str, raised: type[BuilderError]
 ) -> None:

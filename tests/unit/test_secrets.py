@@ -66,8 +66,16 @@ def docker_env_file(text: str) -> dict[str, str]:
 
 
 def test_which_names_are_secret() -> None:
-    for name in ("HF_TOKEN", "token", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "SMTP_PASSWD",
-                 "GCP_CREDENTIALS", "API_KEY", "WANDB_API_KEY"):  # fmt: skip
+    for name in (
+        "HF_TOKEN",
+        "token",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "SMTP_PASSWD",
+        "GCP_CREDENTIALS",
+        "API_KEY",
+        "WANDB_API_KEY",
+    ):
         assert is_secret_name(name), name
     for name in ("NCCL_DEBUG", "KEYBOARD", "MASTER_ADDR", "HF_HOME", "TOKENIZERS_PARALLELISM"):
         assert not is_secret_name(name), name

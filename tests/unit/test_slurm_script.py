@@ -184,9 +184,9 @@ def test_hostile_extra_options_are_spec_errors(key: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "time", ["30", "30:00", "02:00:00", "1-0", "1-12", "1-12:30", "1-12:30:00", "UNLIMITED",
-             "INFINITE"],
-)  # fmt: skip
+    "time",
+    ["30", "30:00", "02:00:00", "1-0", "1-12", "1-12:30", "1-12:30:00", "UNLIMITED", "INFINITE"],
+)
 def test_every_slurm_time_format_is_accepted(time: str) -> None:
     assert f"#SBATCH --time={time}\n" in script(slurm=Slurm(time=time))
 

@@ -70,18 +70,50 @@ def deepspeed_argv(
 
 
 RUNNER_OPTIONS = (
-    "--autotuning", "--bind_core_list", "--bind_cores_to_rank", "--enable_each_rank_log",
-    "--exclude", "--force_multi", "--help", "--hostfile", "--include", "--launcher",
-    "--launcher_args", "--log_level", "--master_addr", "--master_port", "--module",
-    "--no_local_rank", "--no_python", "--no_ssh", "--no_ssh_check", "--node_rank",
-    "--num_accelerators", "--num_gpus", "--num_nodes", "--quiet", "--save_pid",
-    "--ssh_port", "--venv_script",
-)  # fmt: skip
+    "--autotuning",
+    "--bind_core_list",
+    "--bind_cores_to_rank",
+    "--enable_each_rank_log",
+    "--exclude",
+    "--force_multi",
+    "--help",
+    "--hostfile",
+    "--include",
+    "--launcher",
+    "--launcher_args",
+    "--log_level",
+    "--master_addr",
+    "--master_port",
+    "--module",
+    "--no_local_rank",
+    "--no_python",
+    "--no_ssh",
+    "--no_ssh_check",
+    "--node_rank",
+    "--num_accelerators",
+    "--num_gpus",
+    "--num_nodes",
+    "--quiet",
+    "--save_pid",
+    "--ssh_port",
+    "--venv_script",
+)
 LAUNCH_OPTIONS = (
-    "--bind_core_list", "--bind_cores_to_rank", "--enable_each_rank_log", "--help",
-    "--log_level", "--master_addr", "--master_port", "--module", "--no_local_rank",
-    "--no_python", "--node_rank", "--quiet", "--save_pid", "--world_info",
-)  # fmt: skip
+    "--bind_core_list",
+    "--bind_cores_to_rank",
+    "--enable_each_rank_log",
+    "--help",
+    "--log_level",
+    "--master_addr",
+    "--master_port",
+    "--module",
+    "--no_local_rank",
+    "--no_python",
+    "--node_rank",
+    "--quiet",
+    "--save_pid",
+    "--world_info",
+)
 
 
 class DeepSpeed(Launcher):
