@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from dataclasses import dataclass
@@ -86,13 +87,24 @@ def _installed(name: str) -> str | None:
 @functools.cache
 def _ensure_tools() -> str | None:
     """Run scripts/ensure-tools.sh once: None when it succeeded, else why not."""
-    script = Path(__file__).parents[1] / "scripts" / "ensure-tools.sh"
+    return run_script("ensure-tools.sh")
+
+
+def run_script(name: str, *args: str) -> str | None:
+    """Run one of the repository's scripts/ (they make the engine, the base image, the
+    wheelhouse and the test tools when missing, and do nothing when they are there):
+    None when it succeeded, else the end of what it printed."""
     result = subprocess.run(
-        [str(script)], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        [str(Path(__file__).parents[1] / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHON": sys.executable},
+        stdin=subprocess.DEVNULL,
     )
     if result.returncode == 0:
         return None
-    return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-800:]}"
+    return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-1500:]}"
 
 
 def pytest_configure(config: pytest.Config) -> None:

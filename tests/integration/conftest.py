@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -23,7 +24,7 @@ from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.errors import EngineUnavailable
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from builder.spec.loader import load_preset
-from tests.conftest import unavailable
+from tests.conftest import run_script, unavailable
 from tests.integration.images import (
     BASE_IMAGE,
     CA_BUNDLE,
@@ -37,7 +38,6 @@ from tests.integration.images import (
     Prebuild,
     build_shared,
     cpu_wheels,
-    run_script,
     suite_inputs,
 )
 
@@ -148,14 +148,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The prebuild is stopped if it still runs; its log is shown when a build in it
-    failed (the fixture then built that image itself, and failed or not there)."""
+    """The prebuild is stopped if it still runs; its log is shown when it crashed or a
+    build in it failed (the fixture then built that image itself, and failed or not
+    there)."""
     prebuild = session.config.stash.get(PREBUILD, None)
     if prebuild is None:
         return
     prebuild.stop()
     log = prebuild.folder / "prebuild.log"
-    if list(prebuild.folder.glob("*.failed")) and log.exists():
+    crashed = prebuild.process.returncode not in (0, -signal.SIGTERM)
+    if (crashed or list(prebuild.folder.glob("*.failed"))) and log.exists():
         sys.stderr.write(f"\nthe shared images' prebuild:\n{log.read_text()[-4000:]}\n")
     shutil.rmtree(prebuild.folder, ignore_errors=True)
 

@@ -23,6 +23,7 @@ from builder.engine.build import build_image
 from builder.engine.progress import PlainProgress
 from builder.image.inputs import load_inputs
 from builder.spec.loader import Stack, load_preset
+from tests.conftest import run_script
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -93,24 +94,6 @@ def suite_inputs(wheelhouse: Path = WHEELHOUSE) -> BuildInputs:
 
 def cpu_wheels() -> list[Path]:
     return [p for p in WHEELHOUSE.glob(f"torch-{TORCH}*.whl") if "+cpu" in p.name]
-
-
-def run_script(name: str, *args: str) -> str | None:
-    """Run one of the repository's scripts/ (they make the engine, the base image and
-    the wheelhouse when missing, and do nothing when they are there): None when it
-    succeeded, else the end of what it printed."""
-    env = {**os.environ, "PYTHON": sys.executable}
-    result = subprocess.run(
-        [str(REPO / "scripts" / name), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    if result.returncode == 0:
-        return None
-    return f"exit {result.returncode}: {(result.stdout + result.stderr).strip()[-1500:]}"
 
 
 def build_shared(reference: str, inputs: BuildInputs, engine: Engine) -> BuildResult:
