@@ -377,7 +377,9 @@ class FakeEngine:
         if program in self.programs and program in tools:
             return self.programs[program](self, box, argv, env)
         if program == "python3":  # it runs the collector; any other script finds nothing
-            return Ran(0, collected(box, env) + "\n") if argv[1:] == ["-c", COLLECTOR] else Ran(1)
+            if argv[1:3] != ["-c", COLLECTOR] or len(argv) != 4:
+                return Ran(1)
+            return Ran(0, collected(box, env, json.loads(argv[3])) + "\n")
         if argv == DPKG_QUERY:
             return Ran(0, "".join(f"ii {n} {v}\n" for n, v in sorted(box.image.apt.items())))
         check = TOOL_CHECK.match(argv[2]) if argv[:2] == ["/bin/sh", "-c"] else None
@@ -408,8 +410,18 @@ def pairs(items: Iterable[str]) -> dict[str, str]:
     return {key: value for key, _, value in (item.partition("=") for item in items)}
 
 
-def collected(box: FakeContainer, env: dict[str, str]) -> str:
-    """The collector's JSON line for what is installed in box."""
+def collected(box: FakeContainer, env: dict[str, str], request: dict[str, Any]) -> str:
+    """The collector's JSON line for what is installed in box, as builder's request asks
+    (a collective library from its wheel or Debian package; no shared libraries here)."""
+    prefixes = (*ENV_PREFIXES, *request["env_prefixes"])
+    libraries = {}
+    for name, how in sorted(request["libraries"].items()):
+        wheels = [
+            v for k, v in box.packages.items() if how["python"] and k.startswith(how["python"])
+        ]
+        debs = [box.image.apt[d] for d in how["debian"] if d in box.image.apt]
+        if wheels or debs or how["always"]:
+            libraries[name] = (wheels + debs + [None])[0]
     torch = box.packages.get("torch")
     tools = box.image.tools
     report = {
@@ -420,9 +432,8 @@ def collected(box: FakeContainer, env: dict[str, str]) -> str:
         "apt": dict(sorted(box.image.apt.items())),
         "torch": {"version": torch, "cuda": None, "hip": None} if torch else None,
         "deepspeed": box.packages.get("deepspeed"),
-        "nccl": None,
-        "hccl": None,
-        "env": {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)},
+        **libraries,
+        "env": {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(prefixes)},
         "tools": {
             "pdsh": "pdsh-2.34" if "pdsh" in tools else None,
             "ssh": "OpenSSH_9.2p1" if "ssh" in tools else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from builder import platforms
 from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.record import Fingerprint
 
@@ -11,7 +12,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-SCALARS = ("image", "arch", "python", "deepspeed", "nccl", "hccl", "spec_hash")
+def scalars() -> tuple[str, ...]:
+    """The one-value fields, the collective libraries' versions among them."""
+    libraries = (c.name for c in platforms.collectives() if c.versioned)
+    return ("image", "arch", "python", "deepspeed", *libraries, "spec_hash")
+
+
 GROUPS = {
     "os": "os",
     "torch": "torch",
@@ -28,7 +34,7 @@ NOT_COMPARED = "-"
 def flatten(data: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """Every comparable value under a readable key (`python package torch`), with its group."""
     flat: dict[str, tuple[str, str]] = {}
-    for key in SCALARS:
+    for key in scalars():
         if key in data and data[key] is not None:
             flat[key.replace("_", " ")] = (key, str(data[key]))
     for group, label in GROUPS.items():

@@ -4,7 +4,8 @@ The collector (``payload/collect.py``) runs inside the environment (an image,
 a running container, or a node reached over ssh) with that environment's
 own python3 and returns OS release, Python, every Python package, Debian
 packages, the torch build, DeepSpeed and the ops it prebuilt (for which
-accelerator and GPU architectures), NCCL/HCCL, launch-relevant variables
+accelerator and GPU architectures), the collective libraries (NCCL, RCCL, HCCL),
+launch-relevant variables
 and pdsh/ssh versions. The spec hash label of the image is added from outside.
 """
 
@@ -13,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder import platforms
 from builder.errors import UsageError
 from builder.fingerprint import deepspeed_ops
+
+if TYPE_CHECKING:
+    from builder.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,7 @@ class Fingerprint:
             ("python", d["python"]),
             ("torch", f"{torch.get('version')} ({build})" if torch else "-"),
             ("deepspeed", _deepspeed(d)),
-            ("nccl", d.get("nccl") or "-"),
-            ("hccl", d.get("hccl") or "-"),
+            *((c.name, d.get(c.name) or "-") for c in _libraries(d)),
             ("pdsh", d["tools"].get("pdsh") or "-"),
             ("ssh", d["tools"].get("ssh") or "-"),
             ("spec hash", d.get("spec_hash") or "-"),
@@ -61,6 +64,15 @@ class Fingerprint:
         ]
         width = max(len(name) for name, _ in rows)
         return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
+
+
+def _libraries(data: dict[str, Any]) -> list[Collective]:
+    """The collective libraries a record shows: those it holds, and those always kept."""
+    return [
+        c
+        for c in platforms.collectives()
+        if c.versioned and (c.recorded_when_absent or c.name in data)
+    ]
 
 
 def _deepspeed(data: dict[str, Any]) -> str:

@@ -3,7 +3,9 @@ nodes over ssh, and lock files; collected in parallel."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from builder import platforms
 from builder.cluster.hostfile import read_hostfile
 from builder.contract import SPEC_HASH_LABEL
 from builder.errors import BuildError, NotInEngine, ToolMissing, UsageError, shown
@@ -29,11 +32,22 @@ CONTAINER = "container:"
 COLLECTOR = "collect.py"
 
 
+def collector_request() -> str:
+    """The collector's one argument: the collective libraries whose versions it records
+    (each library's module says how to find it) and the platforms' and libraries'
+    variable prefixes."""
+    libraries = {c.name: c.collector_entry() for c in platforms.collectives() if c.versioned}
+    request = {"env_prefixes": list(platforms.env_prefixes()), "libraries": libraries}
+    return json.dumps(request, sort_keys=True, separators=(",", ":"))
+
+
 def of_image(engine: Engine, reference: str) -> Fingerprint:
     """An image's fingerprint, from a throwaway container (entrypoint bypassed)."""
     info = engine.image(reference)
     try:
-        output = engine.run(reference, ["-c", payload_text(COLLECTOR)], entrypoint=["python3"])
+        output = engine.run(
+            reference, ["-c", payload_text(COLLECTOR), collector_request()], entrypoint=["python3"]
+        )
     except BuildError as exc:
         raise UsageError(f"image {reference}: the fingerprint collector failed: {exc}") from None
     return parse_collected(reference, output, info.labels.get(SPEC_HASH_LABEL))
@@ -42,7 +56,9 @@ def of_image(engine: Engine, reference: str) -> Fingerprint:
 def of_container(engine: Engine, container: str) -> Fingerprint:
     """A running container's fingerprint (docker exec, its own environment)."""
     image = engine.container_image(container)
-    code, output = engine.exec(container, ["python3", "-c", payload_text(COLLECTOR)])
+    code, output = engine.exec(
+        container, ["python3", "-c", payload_text(COLLECTOR), collector_request()]
+    )
     if code != 0:
         raise UsageError(f"container {container}: the collector failed: {output.strip()[-300:]}")
     labels = engine.image(image).labels if image else {}
@@ -55,6 +71,7 @@ def over_ssh(host: str, ssh_config: Path | None, spec_hash: str | None) -> Finge
     if ssh is None:
         raise ToolMissing("ssh is not installed (package openssh-client)")
     argv = [ssh, *(["-F", str(ssh_config)] if ssh_config else []), host, "python3", "-"]
+    argv.append(shlex.quote(collector_request()))  # ssh hands the remote shell one line
     result = subprocess.run(
         argv, input=payload_text(COLLECTOR), capture_output=True, text=True, check=False
     )

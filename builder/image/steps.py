@@ -11,10 +11,10 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from builder import platforms
 from builder.contract import TORCH_DIR, VENV
 from builder.fabrics import fabric
 from builder.image.inputs import check_index_url
-from builder.platforms import collective_of
 
 if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
@@ -127,7 +127,7 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
         packages |= {"openssh-client", "openssh-server"}
     if image.pdsh:
         packages.add("pdsh")
-    packages |= set(fabric(image.fabric).packages_for(collective_of(image)))
+    packages |= set(platforms.get(image.accelerator).collective.over(fabric(image.fabric)).packages)
     packages |= set(image.apt)
     return sorted(packages)
 
@@ -150,7 +150,7 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
     note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
     network = fabric(image.fabric)
-    install_fabric = network.install(collective_of(image))
+    install_fabric = platforms.get(image.accelerator).collective.over(network).install
     if install_fabric:
         steps.append(Step(f"the fabric ({network.name}): {network.summary}", install_fabric))
     user, workdir = image.user, shlex.quote(image.workdir)

@@ -195,7 +195,9 @@ def setup_of(spec: Spec, image: str, cluster_dir: str | None, launcher: Launcher
         spec=spec,
         image=image,
         cluster_dir=cluster_dir,
-        fabric=fabric(spec.image.fabric).docker_flags_for(platforms.collective_of(spec.image)),
+        fabric=platforms.get(spec.image.accelerator)
+        .collective.over(fabric(spec.image.fabric))
+        .docker_flags,
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
         bind_cluster=launcher.over_ssh or launcher.reads_dsenv,

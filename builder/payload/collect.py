@@ -3,8 +3,11 @@ its own ``python3``, so: standard library only, nothing from builder, and
 Python 3.8 syntax. It prints one JSON object on stdout.
 
 It never imports torch (seconds, and a GPU probe): the torch build is read
-from ``torch/version.py``, NCCL from its wheel or the shared library's name,
-Debian packages from dpkg's database. Nor DeepSpeed (its package imports
+from ``torch/version.py``, Debian packages from dpkg's database. What else to
+record comes as one JSON argument from builder (``builder.fingerprint.sources``):
+the collective libraries, each found by its wheel, its Debian package or its
+shared library's name, and the prefixes of the platforms' and libraries'
+variables. Nor DeepSpeed (its package imports
 torch): the ops it prebuilt are read from the file its setup wrote,
 ``deepspeed/git_version_info_installed.py``, as literals.
 """
@@ -21,23 +24,11 @@ import subprocess
 import sys
 from importlib import metadata, util
 from pathlib import Path
+from typing import Any
 
-ENV_PREFIXES = (
-    "NCCL_",
-    "HCCL_",
-    "HABANA_",
-    "PT_HPU_",
-    "PT_HCCL_",
-    "CUDA_",
-    "NVIDIA_",
-    "GLOO_",
-    "OMPI_",
-    "FI_",
-    "UCX_",
-    "TORCH_",
-    "DS_",
-    "OMP_",
-)
+ENV_PREFIXES = ("OMPI_", "FI_", "UCX_", "TORCH_", "DS_", "OMP_")
+"""Variables recorded on every node (MPI, libfabric, UCX, torch, DeepSpeed, OpenMP); the
+request adds the platforms' and collective libraries'."""
 ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "TZ")
 
 
@@ -185,10 +176,25 @@ def tool(argv: list[str]) -> str | None:
     return lines[0] if lines else ""
 
 
-def main() -> None:
+def library_of(how: dict[str, Any], pkgs: dict[str, str], debs: dict[str, str]) -> str | None:
+    """A collective library's version: from its wheel, its Debian package, its .so."""
+    prefix = how.get("python")
+    if isinstance(prefix, str):
+        found = next((v for k, v in pkgs.items() if k.startswith(prefix)), None)
+        if found:
+            return found
+    for name in how.get("debian") or []:
+        if debs.get(name):
+            return debs[name]
+    stem = how.get("library")
+    return library_version(stem) if isinstance(stem, str) else None
+
+
+def main(argv: list[str]) -> None:
+    request = json.loads(argv[0]) if argv else {}
+    prefixes = ENV_PREFIXES + tuple(request.get("env_prefixes") or ())
     pkgs = packages()
     debs = apt()
-    nccl = next((v for k, v in pkgs.items() if k.startswith("nvidia-nccl-")), None)
     torch = torch_build()
     report: dict[str, object] = {
         "os": os_release(),
@@ -198,15 +204,17 @@ def main() -> None:
         "apt": debs,
         "torch": torch,
         "deepspeed": pkgs.get("deepspeed"),
-        "nccl": nccl or library_version("nccl"),
-        "hccl": debs.get("habanalabs-graph") or library_version("hccl"),
         "env": {
             key: value
             for key, value in sorted(os.environ.items())
-            if key in ENV_NAMES or key.startswith(ENV_PREFIXES)
+            if key in ENV_NAMES or key.startswith(prefixes)
         },
         "tools": {"pdsh": tool(["pdsh", "-V"]), "ssh": tool(["ssh", "-V"])},
     }
+    for name, how in sorted((request.get("libraries") or {}).items()):
+        version = library_of(how, pkgs, debs)
+        if version is not None or how.get("always"):
+            report[name] = version
     ops = deepspeed_ops(bool(torch and torch.get("hip")))
     if ops is not None:  # absent without DeepSpeed: such an image's digest stays as it was
         report["deepspeed_ops"] = ops
@@ -215,4 +223,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

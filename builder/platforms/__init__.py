@@ -10,13 +10,15 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, cast
 
+from builder.collectives import gloo
 from builder.fabrics import fabric
 from builder.platforms.base import Platform
 from builder.plugins import load, plugin_modules
 
 if TYPE_CHECKING:
+    from builder.collectives import Collective
     from builder.model import Extra
-    from builder.spec.records import ImageSpec, Spec
+    from builder.spec.records import Spec
 
 
 @cache
@@ -51,9 +53,24 @@ def owner(key: str) -> Platform:
     return next(p for p in every() if any(k.name == key for k in p.version_keys))
 
 
-def collective_of(image: ImageSpec) -> str:
-    """The collective library of image's platform (what its fabric serves)."""
-    return get(image.accelerator).collective
+@cache
+def collectives() -> tuple[Collective, ...]:
+    """The collective libraries in use, in platform order: every platform's, and gloo,
+    which every platform's ranks use beside their own (what a fingerprint records the
+    versions and variables of)."""
+    found = [p.collective for p in every()] + [gloo.COLLECTIVE]
+    return tuple({c.name: c for c in found}.values())
+
+
+@cache
+def env_prefixes() -> tuple[str, ...]:
+    """The prefixes of the variables a fingerprint records for the platforms and their
+    collective libraries (beside the collector's own: OMP_, TORCH_, ...)."""
+    found = [
+        *(x for p in every() for x in p.env_prefixes),
+        *(x for c in collectives() for x in c.env_prefixes),
+    ]
+    return tuple(sorted(set(found)))
 
 
 def run_environment(spec: Spec) -> dict[str, str]:
@@ -63,13 +80,14 @@ def run_environment(spec: Spec) -> dict[str, str]:
     platform = get(spec.image.accelerator)
     interface = spec.launch.socket_ifname
     sockets = dict.fromkeys(platform.socket_variables, interface) if interface else {}
-    network = fabric(spec.image.fabric).run_env(platform.collective)
+    network = platform.collective.over(fabric(spec.image.fabric)).env
     return {**platform.run_env(), **network, **sockets, **spec.launch.env}
 
 
 __all__ = [
     "Platform",
-    "collective_of",
+    "collectives",
+    "env_prefixes",
     "every",
     "get",
     "names",

@@ -15,11 +15,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from builder.collectives import gloo
 from builder.deepspeed_ops import NOT_BUILT, OPS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from builder.collectives import Collective
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec
 
@@ -103,18 +105,21 @@ class Platform:
     """The platform a rehearsal runs instead, on a machine without this hardware."""
     rehearsal_env: ClassVar[tuple[tuple[str, str], ...]] = ()
     """Variables a rehearsal adds so that the stack runs on its stand-in."""
-    collective: ClassVar[str] = "gloo"
-    """The library of the ranks' collectives between nodes (nccl, rccl, hccl): what a
-    fabric (``builder.fabrics``) installs and sets for it."""
+    collective: ClassVar[Collective] = gloo.COLLECTIVE
+    """The library of the ranks' collectives between nodes (``builder.collectives``):
+    what a fabric needs for it, and what preflight and the fingerprint read of it."""
     torch_device: ClassVar[str] = "cpu"
     """The torch device type of a rank (ROCm's torch calls its GPUs cuda)."""
-    torch_backend: ClassVar[str] = "gloo"
-    """torch.distributed's name for the collective library (RCCL's is nccl)."""
     device_word: ClassVar[str | None] = None
     """What preflight calls one device ("7 of 8 GPUs visible"); None: no devices to count."""
-    socket_variables: ClassVar[tuple[str, ...]] = ("GLOO_SOCKET_IFNAME",)
-    """What launch.socket_ifname sets: the interface of every collective library the
-    platform's ranks use (torch's gloo everywhere)."""
+    env_prefixes: ClassVar[tuple[str, ...]] = ()
+    """Its runtime's and SDK's variables (CUDA_, HABANA_), recorded in a fingerprint."""
+
+    @property
+    def socket_variables(self) -> tuple[str, ...]:
+        """What launch.socket_ifname sets: the interface of every collective library the
+        platform's ranks use (its own, and torch's gloo everywhere)."""
+        return tuple(dict.fromkeys((self.collective.socket_variable, gloo.SOCKET_VARIABLE)))
 
     # -- the image ----------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from builder.collectives import nccl
 from builder.deepspeed_ops import OPS
 from builder.model import Extra
 from builder.platforms.base import (
@@ -152,11 +153,10 @@ class Cuda(Platform):
     apptainer_flags = ("--nv",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
-    collective = "nccl"
+    collective = nccl.COLLECTIVE
     torch_device = "cuda"
-    torch_backend = "nccl"
     device_word = "GPU"
-    socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+    env_prefixes = ("CUDA_", "NVIDIA_")
     deepspeed_ops = tuple(sorted(name for name in OPS if name != "deepspeed_shm_comm"))
     default_deepspeed_ops = ("cpu_adam", "fused_adam")
     ds_accelerator = "cuda"

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from builder.collectives import hccl
 from builder.model import Extra
 from builder.platforms.base import VERSION_PATTERN, Platform, Problems
 
@@ -101,12 +102,10 @@ class Gaudi(Platform):
     deepspeed_ops = ()  # Habana's DeepSpeed fork brings its HPU kernels with SynapseAI
     default_deepspeed_ops = ()
     ds_accelerator = "hpu"
-    # HCCL's sideband and scale-out sockets (Habana's "HCCL Environment Variables")
-    collective = "hccl"
+    collective = hccl.COLLECTIVE
     torch_device = "hpu"
-    torch_backend = "hccl"
     device_word = "HPU"
-    socket_variables = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+    env_prefixes = ("HABANA_", "PT_HPU_")
     # Habana's images ship their own OpenMPI ($MPI_ROOT, e.g. /opt/amazon/openmpi with
     # MPICC and PATH set in Habana's Dockerfiles; /opt/habanalabs/openmpi-4.1.5 in
     # 1.13): the distribution's next to it would shadow it on PATH, so none is added.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from builder.collectives import rccl
 from builder.model import Extra
 from builder.platforms.base import (
     TORCH_INDEX_ROOT,
@@ -132,11 +133,10 @@ class Rocm(Platform):
     apptainer_flags = ("--rocm",)
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
-    collective = "rccl"
+    collective = rccl.COLLECTIVE
     torch_device = "cuda"
-    torch_backend = "nccl"
     device_word = "GPU"
-    socket_variables = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")  # RCCL reads NCCL's
+    env_prefixes = ("HSA_", "HIP_", "ROCR_")
     # Without a GPU in the build, DeepSpeed's op builder guesses a wavefront of 32, which
     # the kernels of its inference, quantizer and random_ltd ops read (gfx90a and gfx942
     # run 64): only ops that do not read it are built in.

@@ -31,7 +31,6 @@ PEER_TIMEOUT = 60.0
 """How long a rank waits for its peers (rendezvous, one collective), beyond the budget,
 before it reports the error itself: within the job's time, so the ranks that did
 start say so."""
-LIBRARY_NAMES = {"nccl": "NCCL", "rccl": "RCCL", "hccl": "HCCL", "gloo": "gloo"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def probe_args(
         "--device",
         platform.torch_device,
         "--backend",
-        platform.torch_backend,
+        platform.collective.torch_backend,
         "--slots",
         str(slots),
         "--budget",
@@ -109,12 +108,12 @@ def expected_of(
     run's environment (env: NCCL_NET is the transport NCCL must use)."""
     platform = platforms.get(accelerator)
     library = platform.collective
-    net = env.get("NCCL_NET") if library in ("nccl", "rccl") else None
+    net = env.get(library.net_variable) if library.net_variable else None
     return Expected(
         nodes=nodes,
         slots=slots,
         device_word=platform.device_word,
-        library=LIBRARY_NAMES.get(library, library),
+        library=library,
         net=net,
         fabric=fabric,
         threshold=settings.threshold,

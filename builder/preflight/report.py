@@ -25,6 +25,8 @@ from builder.rehearse.report import probe_reports
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from builder.collectives import Collective
+
 MARK = "BUILDER_PREFLIGHT "
 SCHEMA = 1
 Severity = Literal["fail", "warn"]
@@ -54,8 +56,8 @@ class Expected:
     slots: int
     device_word: str | None
     """GPU, HPU; None where there are no devices to count (cpu)."""
-    library: str
-    """The collective library's name in messages: NCCL, RCCL, HCCL, gloo."""
+    library: Collective
+    """The collective library: its name in messages, how its transport is read."""
     net: str | None
     """The NET transport the library must use (NCCL_NET: IB, Libfabric); None: any."""
     fabric: str
@@ -354,19 +356,20 @@ def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
 
 
 def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
-    if expected.library == "gloo":
+    library = expected.library
+    if library.transport == "sockets":
         if expected.fabric == "none":
             return []
         return [
             Finding(
                 None,
-                f"gloo runs over TCP sockets: the spec's fabric {expected.fabric} carries "
-                "none of this run's collectives",
+                f"{library.title} runs over TCP sockets: the spec's fabric {expected.fabric} "
+                "carries none of this run's collectives",
                 "warn",
             )
         ]
-    if expected.library == "HCCL":
-        return [Finding(None, "HCCL's transport is not read by preflight", "warn")]
+    if library.transport == "unread":
+        return [Finding(None, f"{library.title}'s transport is not read by preflight", "warn")]
     found = []
     for row in rows:
         # NCCL matches NCCL_NET without regard to case
@@ -376,7 +379,7 @@ def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
             found.append(
                 Finding(
                     row.node,
-                    f"{expected.library} used {used}, the spec says {expected.fabric} "
+                    f"{library.title} used {used}, the spec says {expected.fabric} "
                     f"(NET/{expected.net})",
                 )
             )

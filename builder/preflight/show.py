@@ -42,7 +42,8 @@ def table(result: Preflight) -> str:
                 "-" if row.tflops is None else f"{rate(row.tflops)} TFLOP/s {row.dtype}",
                 "-" if row.memory_gbps is None else f"{rate(row.memory_gbps)} GB/s",
                 "-" if row.out_gbps is None else f"{rate(row.out_gbps)}/{rate(row.in_gbps)} GB/s",
-                ",".join(row.nets) or ("tcp" if result.expected.library == "gloo" else "-"),
+                ",".join(row.nets)
+                or ("tcp" if result.expected.library.transport == "sockets" else "-"),
                 (row.digest or "-")[:12],
                 "ok" if not row.problems else "FAIL",
             )

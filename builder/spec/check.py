@@ -45,14 +45,11 @@ def check_spec(spec: Spec) -> Problems:
 def fabric_problems(image: ImageSpec) -> Problems:
     """image.fabric against the collective library of the image's platform."""
     chosen = FABRICS.get(image.fabric)
-    if chosen is None or platforms.get(image.accelerator).collective in chosen.collectives:
+    library = platforms.get(image.accelerator).collective
+    if chosen is None or library.runs_over(chosen):
         return []
-    serves = [p.name for p in platforms.every() if p.collective in chosen.collectives]
-    fits = [
-        name
-        for name, one in FABRICS.items()
-        if platforms.get(image.accelerator).collective in one.collectives
-    ]
+    serves = [p.name for p in platforms.every() if p.collective.runs_over(chosen)]
+    fits = [name for name, one in FABRICS.items() if library.runs_over(one)]
     return [
         (
             "image.fabric",

@@ -52,7 +52,7 @@ CASES = [
     (preset, fabric, launcher)
     for preset in preset_names()
     for fabric, one in FABRICS.items()
-    if platforms.get(load_preset(preset).spec.image.accelerator).collective in one.collectives
+    if platforms.get(load_preset(preset).spec.image.accelerator).collective.runs_over(one)
     for launcher in launchers_of(preset)
 ]
 

@@ -9,7 +9,9 @@ import ast
 from pathlib import Path
 
 from builder import platforms
+from builder.fabrics import FABRICS
 from builder.launch import launchers
+from builder.launch.runtimes import RUNTIMES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "builder"
 LAZY_ALLOWED = {"docker", "jinja2", "yaml", "rich", "dockerfile"}
@@ -126,26 +128,49 @@ def _home(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def test_no_branch_on_a_platform_or_launcher_name_outside_its_module() -> None:
-    """`accelerator == "gaudi"`, `launcher in ("deepspeed", ...)`: knowledge of one
-    platform or launcher spread where a new one would need an edit too. The payload
-    scripts run inside the image, without builder: their "cpu" and "cuda" are torch's
-    device types, which a platform names (``Platform.torch_device``)."""
-    platform_names = set(platforms.names())
-    launcher_names = set(launchers.names())
+def plugin_names() -> dict[str, set[str]]:
+    """The names of every plug-in, by the module (or package) allowed to compare with them:
+    platforms, launchers and collective libraries (one module each), runtimes (records
+    of launch/runtimes.py). A runtime's "none" is also the fabric none, so it is left out."""
+    homes: dict[str, set[str]] = {}
+    for name in platforms.names():
+        homes[f"builder.platforms.{name}"] = {name}
+    for name in launchers.names():
+        homes[f"builder.launch.launchers.{name}"] = {launchers.get(name).name}
+    for library in platforms.collectives():
+        homes[f"builder.collectives.{library.name}"] = {library.name}
+    homes["builder.launch.runtimes"] = set(RUNTIMES) - set(FABRICS)
+    homes["builder.image.context"] = {"docker", "apptainer"}  # the output formats' names
+    return homes
+
+
+def _compared(node: ast.Compare) -> list[ast.expr]:
+    """The operands a comparison branches on; `"docker" in text` searches a text and
+    names nothing (a literal left of `in`, but for a literal collection on the right)."""
+    operands = [node.left, *node.comparators]
+    searched = isinstance(node.ops[0], ast.In | ast.NotIn) and not isinstance(
+        node.comparators[0], ast.Tuple | ast.List | ast.Set
+    )
+    return operands[1:] if searched else operands
+
+
+def test_no_branch_on_a_plugin_name_outside_its_module() -> None:
+    """`accelerator == "gaudi"`, `launcher in ("deepspeed", ...)`, `library == "nccl"`,
+    `runtime == "docker"`: knowledge of one plug-in spread where a new one would need an
+    edit too. The payload scripts run inside the image, without builder: their "cpu",
+    "cuda", "nccl" and "gloo" are torch's device types and backends, which a platform and
+    its library name (``Platform.torch_device``, ``Collective.torch_backend``)."""
+    homes = plugin_names()
+    every = set().union(*homes.values())
     offenders = []
     for name, path in MODULES.items():
         if name.startswith("builder.payload."):
             continue
-        own = set()
-        if name.startswith("builder.platforms."):
-            own = {_home(name)}
-        elif name.startswith("builder.launch.launchers."):
-            own = {launchers.get(n).name for n in launcher_names if _home(name) == n}
+        own = homes.get(name, set())
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
                 continue
-            for operand in [node.left, *node.comparators]:
+            for operand in _compared(node):
                 values = (
                     [operand]
                     if isinstance(operand, ast.Constant)
@@ -156,9 +181,14 @@ def test_no_branch_on_a_platform_or_launcher_name_outside_its_module() -> None:
                 for value in values:
                     if not isinstance(value, ast.Constant) or not isinstance(value.value, str):
                         continue
-                    if value.value in (platform_names | launcher_names) - own:
+                    if value.value in every - own:
                         offenders.append(f"{name}:{node.lineno} compares with {value.value!r}")
     assert offenders == []
+
+
+def test_the_name_check_knows_every_kind_of_plugin() -> None:
+    every = set().union(*plugin_names().values())
+    assert {"cuda", "torchrun", "nccl", "rccl", "hccl", "gloo", "docker", "apptainer"} <= every
 
 
 def test_the_formatter_decides_the_layout_everywhere() -> None:

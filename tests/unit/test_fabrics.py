@@ -47,7 +47,7 @@ def start_argv(spec: Spec) -> list[str]:
 
 
 SUPPORTED = [
-    (a, f) for f, one in FABRICS.items() for a in PRESETS if get(a).collective in one.collectives
+    (a, f) for f, one in FABRICS.items() for a in PRESETS if get(a).collective.runs_over(one)
 ]
 
 

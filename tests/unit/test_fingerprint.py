@@ -4,13 +4,16 @@ and the collector itself, run by this machine's python."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
 
 from builder.fingerprint.compare import PARTIAL, difference_table, differences
 from builder.fingerprint.record import Fingerprint, parse_collected
+from builder.fingerprint.sources import collector_request, of_image
 from builder.payload import payload_text
+from tests.fakes import FakeEngine, FakeImage
 
 
 def record(source: str, **changes: Any) -> Fingerprint:
@@ -86,3 +89,42 @@ def test_the_collector_runs_on_this_python_and_parses() -> None:
     assert found.data["packages"]["typer"]
     assert found.data["spec_hash"] == "hash"
     assert json.loads(out)["os"]
+
+
+def test_the_collector_records_what_each_collective_library_and_platform_asks_for() -> None:
+    env = {**os.environ, "HSA_FORCE_FINE_GRAIN_PCIE": "1", "RCCL_MSCCL_ENABLE": "0"}
+    env |= {"NCCL_DEBUG": "INFO", "UNRELATED_SETTING": "x"}
+    out = subprocess.run(
+        [sys.executable, "-", collector_request()],
+        input=payload_text("collect.py"),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    data = json.loads(out)
+    assert {"HSA_FORCE_FINE_GRAIN_PCIE", "RCCL_MSCCL_ENABLE", "NCCL_DEBUG"} <= set(data["env"])
+    assert "UNRELATED_SETTING" not in data["env"]
+    # kept even where absent (digests of unchanged nodes stay the same); RCCL only when found
+    assert "nccl" in data
+    assert "hccl" in data
+    assert "rccl" not in data or data["rccl"]
+
+
+def test_a_rocm_nodes_rccl_and_hsa_variables_are_recorded_and_compared() -> None:
+    def node(rccl: str) -> FakeImage:
+        return FakeImage(
+            f"sha256:{rccl}",
+            (f"rocm:{rccl}",),
+            apt={"rccl": rccl},
+            env=("PATH=/usr/bin", "HSA_FORCE_FINE_GRAIN_PCIE=1"),
+        )
+
+    engine = FakeEngine(node("2.22.3.60204-116~22.04"), node("2.21.5.60204-116~22.04"))
+    first = of_image(engine, "rocm:2.22.3.60204-116~22.04")
+    second = of_image(engine, "rocm:2.21.5.60204-116~22.04")
+    assert first.data["rccl"] == "2.22.3.60204-116~22.04"
+    assert first.data["env"]["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
+    assert "rccl       2.22.3.60204-116~22.04\n" in first.summary()
+    _, table = differences([first, second])
+    assert table["rccl"] == ["2.22.3.60204-116~22.04", "2.21.5.60204-116~22.04"]

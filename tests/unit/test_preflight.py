@@ -16,6 +16,7 @@ import pytest
 
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.cluster.ssh import Ssh
+from builder.collectives import gloo, nccl
 from builder.errors import UsageError
 from builder.launch.plan import launch_plan
 from builder.payload.preflight import arguments
@@ -33,7 +34,7 @@ def expected(**changes: Any) -> Expected:
         nodes=NODES,
         slots=2,
         device_word="GPU",
-        library="NCCL",
+        library=nccl.COLLECTIVE,
         net="IB",
         fabric="infiniband",
         threshold=0.25,
@@ -191,7 +192,7 @@ def test_sockets_where_the_spec_says_infiniband_are_named() -> None:
 
 
 def test_gloo_with_a_fabric_is_a_warning() -> None:
-    want = expected(library="gloo", net=None, device_word=None)
+    want = expected(library=gloo.COLLECTIVE, net=None, device_word=None)
     result = judge(output(reports(want)), want)
     assert result.ok
     assert any("gloo runs over TCP" in f.what for f in result.findings)
@@ -276,15 +277,15 @@ def test_what_the_probe_expects_follows_platform_and_fabric() -> None:
         env=platforms.run_environment(fabric),
         settings=Settings(),
     )
-    assert (found.library, found.net, found.device_word) == ("NCCL", "IB", "GPU")
+    assert (found.library.title, found.net, found.device_word) == ("NCCL", "IB", "GPU")
     assert (
         expected_of(
             "rocm", ("a",), 8, fabric="roce", env={"NCCL_NET": "IB"}, settings=Settings()
-        ).library
+        ).library.title
         == "RCCL"
     )
     gaudi = expected_of("gaudi", ("a",), 8, fabric="none", env={}, settings=Settings())
-    assert (gaudi.library, gaudi.net, gaudi.device_word) == ("HCCL", None, "HPU")
+    assert (gaudi.library.title, gaudi.net, gaudi.device_word) == ("HCCL", None, "HPU")
 
 
 def test_the_probes_plan_is_the_runs_plan_but_for_script_and_name(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ code and message say which one differs (tests/integration does it for real)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from typer.testing import CliRunner
@@ -50,7 +50,7 @@ def test_containers_of_one_image_are_the_same(fake: FakeEngine) -> None:
     assert [line[1] for line in lines] == [IMAGE, "a", "b"]
     assert lines[1][0] == lines[2][0]  # one digest
     collected = [
-        call[1] for call in fake.called("exec") if call[2:] == ("python3", "-c", COLLECTOR)
+        call[1] for call in fake.called("exec") if call[2:5] == ("python3", "-c", COLLECTOR)
     ]
     assert sorted(collected) == ["a", "b"]
 
@@ -104,8 +104,8 @@ def test_a_node_whose_image_prebuilt_ops_for_other_gpus_is_named(
     archs = {"a": ["8.0", "9.0"], "b": ["8.0"]}
     collected = tests.fakes.collected
 
-    def with_ops(box: tests.fakes.FakeContainer, env: dict[str, str]) -> str:
-        report = json.loads(collected(box, env))
+    def with_ops(box: tests.fakes.FakeContainer, env: dict[str, str], request: Any) -> str:
+        report = json.loads(collected(box, env, request))
         ops = {"ops": ["cpu_adam", "fused_adam"], "accelerator": "cuda", "arch": archs[box.name]}
         report["deepspeed_ops"] = ops
         return json.dumps(report, sort_keys=True)
