@@ -58,7 +58,8 @@ def write_files(
         targets = _prepare(list(files), directory, force=force)
     except OSError as exc:  # a folder on the way that cannot be read
         raise UsageError(
-            f"cannot check {exc.filename or directory}: {exc.strerror or exc}; nothing was written"
+            f"cannot check {exc.filename or directory}: {exc.strerror or exc}; nothing was written",
+            path=_failed_path(exc, directory),
         ) from None
     made: list[Path] = []
     staged: list[tuple[Path, Path]] = []
@@ -76,7 +77,8 @@ def write_files(
                 folder.rmdir()
         raise UsageError(
             f"cannot write into {directory}: {exc.strerror or exc}"
-            f"{f' ({exc.filename})' if exc.filename else ''}; nothing was written"
+            f"{f' ({exc.filename})' if exc.filename else ''}; nothing was written",
+            path=_failed_path(exc, directory),
         ) from None
     return [target.path for target in targets]
 
@@ -90,23 +92,27 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
     for f in files:
         relative = PurePosixPath(f.path)
         if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise UsageError(f"refusing to write {f.path!r}: not a path inside {directory}")
+            raise UsageError(
+                f"refusing to write {f.path!r}: not a path inside {directory}", path=f.path
+            )
         if f.path in seen:
-            raise UsageError(f"{f.path} is written twice; this is a bug in builder")
+            raise UsageError(f"{f.path} is written twice; this is a bug in builder", path=f.path)
         seen.add(f.path)
         path = directory.joinpath(*relative.parts)
         _check_folder(path.parent, directory)
         if path.is_symlink() and not _resolved(path).is_relative_to(root):
             raise UsageError(
                 f"refusing to write {path}: it is a symlink to {_resolved(path)}, outside "
-                f"{directory}; remove the link or choose another -o folder"
+                f"{directory}; remove the link or choose another -o folder",
+                path=path,
             )
         if not _resolved(path).is_relative_to(root):
-            raise UsageError(f"refusing to write {path}: it is outside {directory}")
+            raise UsageError(f"refusing to write {path}: it is outside {directory}", path=path)
         if path.is_dir():
             raise UsageError(
                 f"{path} is a folder, where builder writes a file; nothing was written. "
-                "Move it away or choose another -o folder (--force replaces files, never folders)."
+                "Move it away or choose another -o folder (--force replaces files, never folders).",
+                path=path,
             )
         targets.append(_Target(path, f))
     clashes = [str(t.path) for t in targets if t.path.exists() and not _same(t.path, t.file)]
@@ -116,7 +122,8 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
         )
         raise OutputExists(
             f"{shown} already exist{'s' if len(clashes) == 1 else ''} with other content; "
-            "nothing was written. Pass --force to replace, or choose another -o folder."
+            "nothing was written. Pass --force to replace, or choose another -o folder.",
+            paths=clashes,
         )
     return targets
 
@@ -128,7 +135,8 @@ def check_private(directory: Path) -> None:
         raise UsageError(
             f"{directory} is open to other users (mode {mode:04o}) and would hold the "
             f"cluster's private keys; nothing was written and its mode is left as it is. "
-            f"Run `chmod 700 {directory}` if it is yours alone, or choose another -o folder."
+            f"Run `chmod 700 {directory}` if it is yours alone, or choose another -o folder.",
+            path=directory,
         )
 
 
@@ -140,13 +148,15 @@ def _check_folder(folder: Path, directory: Path) -> None:
         if part.exists() and not part.is_dir():
             raise UsageError(
                 f"{part} is a file, where builder needs a folder for {directory}; "
-                "nothing was written. Move it away or choose another -o folder."
+                "nothing was written. Move it away or choose another -o folder.",
+                path=part,
             )
         inside = part != directory and part.is_relative_to(directory)
         if inside and part.is_symlink() and not _resolved(part).is_relative_to(root):
             raise UsageError(
                 f"refusing to write through {part}: it is a symlink to {_resolved(part)}, "
-                f"outside {directory}; remove the link or choose another -o folder"
+                f"outside {directory}; remove the link or choose another -o folder",
+                path=part,
             )
 
 
@@ -195,7 +205,14 @@ def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
-        raise UsageError(f"cannot follow {path}: {exc}; remove the broken link") from None
+        raise UsageError(
+            f"cannot follow {path}: {exc}; remove the broken link", path=path
+        ) from None
+
+
+def _failed_path(exc: OSError, directory: Path) -> Path:
+    """The path an OSError names, or directory when it names none."""
+    return Path(exc.filename) if isinstance(exc.filename, str) else directory
 
 
 def write_text(path: Path, text: str, mode: int = 0o644) -> None:

@@ -42,7 +42,7 @@ def deepspeed_env_text(env: Mapping[str, str]) -> str:
     lines = []
     for key in sorted(env):
         if not re.fullmatch(ENV_NAME, key):
-            raise UsageError(f"{key!r} is not a valid environment variable name")
+            raise UsageError(f"{key!r} is not a valid environment variable name", field=key)
         lines.append(f"{key}={escape_value(key, env[key])}\n")
     return "".join(lines)
 
@@ -50,11 +50,17 @@ def deepspeed_env_text(env: Mapping[str, str]) -> str:
 def escape_value(key: str, value: str) -> str:
     """value written so that DeepSpeed's quoting, pdsh and the remote shell give it back."""
     if any(c in value for c in "\n\r\0"):
-        raise UsageError(f"{key}: the value holds a line break, which .deepspeed_env cannot carry")
+        raise UsageError(
+            f"{key}: the value holds a line break, which .deepspeed_env cannot carry",
+            field=key,
+            value=value,
+        )
     if value != value.strip():
         raise UsageError(
             f"{key}: the value starts or ends with blanks, which DeepSpeed strips; "
-            "move them inside or drop them"
+            "move them inside or drop them",
+            field=key,
+            value=value,
         )
     value = value.replace("%", "%%")  # pdsh substitutes %h, %u, %n in the command
     if _SAFE.fullmatch(value):
@@ -72,7 +78,9 @@ def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str]
             f"{', '.join(secret)}: a secret never goes into .deepspeed_env, whose lines "
             "DeepSpeed puts on pdsh's command line for every user to see; set it in "
             "launch.env (named in launch.secret if its name does not say so): the bundle "
-            "carries it in its 0600 secrets files and the ranks inherit it"
+            "carries it in its 0600 secrets files and the ranks inherit it",
+            field=secret[0] if len(secret) == 1 else None,
+            value=tuple(secret),
         )
     env = platforms.get(spec.image.accelerator).forwarded_env(image_env)
     env.update(without_secrets(platforms.run_environment(spec), spec.launch))
@@ -86,6 +94,10 @@ def parse_assignments(items: list[str], option: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not re.fullmatch(ENV_NAME, key):
-            raise UsageError(f"{option} {item!r}: write it as NAME=VALUE with a valid NAME")
+            raise UsageError(
+                f"{option} {item!r}: write it as NAME=VALUE with a valid NAME",
+                field=option,
+                value=item,
+            )
         out[key] = value
     return out

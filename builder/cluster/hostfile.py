@@ -38,7 +38,9 @@ class Host:
 def hosts_from_nodes(nodes: Iterable[str], slots: int) -> list[Host]:
     """Hosts from names or Slurm node lists; duplicates and bad slot counts are errors."""
     if not 1 <= slots <= MAX_SLOTS:
-        raise UsageError(f"slots must be between 1 and {MAX_SLOTS} per node, not {slots}")
+        raise UsageError(
+            f"slots must be between 1 and {MAX_SLOTS} per node, not {slots}", value=slots
+        )
     names = [name for entry in nodes for name in expand_nodelist(entry)]
     if not names:
         raise UsageError("no nodes given: name at least one host or node list")
@@ -46,7 +48,8 @@ def hosts_from_nodes(nodes: Iterable[str], slots: int) -> list[Host]:
     if twice:
         raise UsageError(
             f"{', '.join(twice)} listed more than once; DeepSpeed refuses a hostfile with "
-            "duplicate hosts (give each node once, with its slots)"
+            "duplicate hosts (give each node once, with its slots)",
+            value=tuple(twice),
         )
     return [Host(name, slots) for name in names]
 
@@ -57,7 +60,8 @@ def hosts_from_slurm(env: Mapping[str, str], slots: int | None = None) -> list[H
     if not nodelist:
         raise UsageError(
             "SLURM_JOB_NODELIST is not set: run this inside a Slurm job (salloc, sbatch) "
-            "or give --nodes"
+            "or give --nodes",
+            field="SLURM_JOB_NODELIST",
         )
     return hosts_from_nodes([nodelist], slots if slots is not None else _slurm_slots(env))
 
@@ -72,7 +76,8 @@ def _slurm_slots(env: Mapping[str, str]) -> int:
         return int(match[1])
     raise UsageError(
         "cannot tell the slots per node from the Slurm job (no usable SLURM_GPUS_ON_NODE, "
-        "SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE): pass --slots N"
+        "SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE): pass --slots N",
+        field="--slots",
     )
 
 
@@ -86,7 +91,8 @@ def require_hostfile(path: Path) -> None:
     if not path.is_file():
         raise UsageError(
             f"hostfile {path} does not exist; DeepSpeed would quietly run on this node "
-            "only. Write it with `builder hostfile ... -o PATH`"
+            "only. Write it with `builder hostfile ... -o PATH`",
+            path=path,
         )
 
 
@@ -97,12 +103,14 @@ def read_hostfile(path: Path) -> list[Host]:
     try:
         raw_bytes = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read hostfile {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read hostfile {path}: {exc.strerror or exc}", path=path) from None
     try:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         number = raw_bytes[: exc.start].count(b"\n") + 1
-        raise UsageError(f"{path}:{number}: not UTF-8 text; save the hostfile as UTF-8") from None
+        raise UsageError(
+            f"{path}:{number}: not UTF-8 text; save the hostfile as UTF-8", path=path
+        ) from None
     hosts: list[Host] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.split("#", 1)[0].strip(" \t\r")
@@ -110,18 +118,26 @@ def read_hostfile(path: Path) -> list[Host]:
             continue
         match = _LINE.fullmatch(line)
         if match is None:
-            raise UsageError(f"{path}:{number}: {shown(raw)} is not `host slots=N`")
+            raise UsageError(
+                f"{path}:{number}: {shown(raw)} is not `host slots=N`", path=path, value=raw
+            )
         problem = host_name_problem(match[1])
         if problem:
-            raise UsageError(f"{path}:{number}: {problem}")
+            raise UsageError(f"{path}:{number}: {problem}", path=path, value=match[1])
         if not 1 <= int(match[2]) <= MAX_SLOTS:
-            raise UsageError(f"{path}:{number}: slots must be between 1 and {MAX_SLOTS}")
+            raise UsageError(
+                f"{path}:{number}: slots must be between 1 and {MAX_SLOTS}",
+                path=path,
+                value=int(match[2]),
+            )
         hosts.append(Host(match[1], int(match[2])))
     if not hosts:
-        raise UsageError(f"{path} names no host")
+        raise UsageError(f"{path} names no host", path=path)
     twice = sorted(name for name, count in Counter(h.name for h in hosts).items() if count > 1)
     if twice:
-        raise UsageError(f"{path}: {', '.join(twice)} listed more than once")
+        raise UsageError(
+            f"{path}: {', '.join(twice)} listed more than once", path=path, value=tuple(twice)
+        )
     return hosts
 
 
@@ -136,10 +152,18 @@ def choose_hosts(
 ) -> list[Host]:
     """The hosts `builder hostfile` writes: --nodes, else the Slurm job, else the spec's launch."""
     if slots is not None and not 1 <= slots <= MAX_SLOTS:
-        raise UsageError(f"--slots {slots}: give 1 to {MAX_SLOTS} processes per node")
+        raise UsageError(
+            f"--slots {slots}: give 1 to {MAX_SLOTS} processes per node",
+            field="--slots",
+            value=slots,
+        )
     if from_slurm:
         if nodes:
-            raise UsageError("--from-slurm takes the nodes from the Slurm job: drop --nodes")
+            raise UsageError(
+                "--from-slurm takes the nodes from the Slurm job: drop --nodes",
+                field="--nodes",
+                value=tuple(nodes),
+            )
         nodelist = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
         return _named(nodelist, lambda: hosts_from_slurm(env, slots))
     per_node = slots if slots is not None else (spec_slots if spec_slots is not None else 1)
@@ -157,4 +181,4 @@ def _named(source: str, hosts: Callable[[], list[Host]]) -> list[Host]:
     except UsageError as exc:
         if str(exc).startswith("cannot tell the slots"):
             raise
-        raise UsageError(f"{source}: {exc}") from None
+        raise UsageError(f"{source}: {exc}", field=source, value=exc.value, path=exc.path) from None

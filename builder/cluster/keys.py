@@ -101,7 +101,8 @@ def kept_or_new(directory: Path, *, comment: str, force: bool) -> list[OutputFil
             raise UsageError(
                 f"{directory} holds {' and '.join(found)} but not {private}: half a key pair. "
                 f"Put {private} back, or pass --force to make a new pair (nodes that have "
-                "the old one are locked out until they get the new bundle)."
+                "the old one are locked out until they get the new bundle).",
+                path=directory / private,
             )
         files += make(comment if private == PRIVATE else f"{comment}-host")
     return files
@@ -114,7 +115,8 @@ def make_keys(directory: Path, *, port: int, comment: str, force: bool = False) 
     if existing and not force:
         raise OutputExists(
             f"{', '.join(map(str, existing))} already exist; nothing was written. A new key "
-            "locks out every node that has the old one: pass --force to replace it anyway."
+            "locks out every node that has the old one: pass --force to replace it anyway.",
+            paths=existing,
         )
     files = key_files(directory, port=port, comment=comment)
     return write_files(files, directory, force=True, private=True)
@@ -154,7 +156,9 @@ def node_ssh_config(hosts: list[str], port: int) -> str:
         raise UsageError(
             f"launch.nodes: {', '.join(map(repr, bad))} cannot be named in an ssh_config Host "
             "line (letters, digits, '.', '-', '_' and ':' only); use the nodes' host names "
-            "or addresses"
+            "or addresses",
+            field="launch.nodes",
+            value=tuple(bad),
         )
     return (
         "# The cluster's nodes as their containers reach each other (written by builder);\n"
@@ -178,7 +182,9 @@ def _config_path(path: Path) -> str:
     """A path as ssh_config reads it: double-quoted, `%` doubled (ssh expands % tokens)."""
     text = str(path)
     if any(c in text for c in '"\n\r'):
-        raise UsageError(f"{text!r}: ssh_config cannot name a path with a quote or line break")
+        raise UsageError(
+            f"{text!r}: ssh_config cannot name a path with a quote or line break", path=path
+        )
     return '"' + text.replace("%", "%%") + '"'
 
 
@@ -186,7 +192,7 @@ def _keygen(comment: str) -> tuple[str, str]:
     """An ed25519 pair (private, public text), made in a private temporary folder."""
     keygen = shutil.which("ssh-keygen")
     if keygen is None:
-        raise ToolMissing("ssh-keygen is not installed (package openssh-client)")
+        raise ToolMissing("ssh-keygen is not installed (package openssh-client)", tool="ssh-keygen")
     with tempfile.TemporaryDirectory(prefix="builder-keys-") as tmp:
         key = Path(tmp) / "key"
         result = subprocess.run(

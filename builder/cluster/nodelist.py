@@ -62,27 +62,31 @@ def expand_nodelist(text: str) -> list[str]:
     if odd is not None:
         raise UsageError(
             f"node list {shown(text)}: {odd!r} cannot be in a node list (names, digits, '.', "
-            "'_', '-', separators ',' or blanks, and [ranges] only)"
+            "'_', '-', separators ',' or blanks, and [ranges] only)",
+            value=text,
         )
     items = [_parts(item, text) for item in _split_top_level(text)]
     if not items:
-        raise UsageError(f"node list {shown(text)} names no host")
+        raise UsageError(f"node list {shown(text)} names no host", value=text)
     count = _count(items)
     if count > MAX_HOSTS:
-        raise UsageError(f"node list {shown(text)} names {count} hosts, more than {MAX_HOSTS}")
+        raise UsageError(
+            f"node list {shown(text)} names {count} hosts, more than {MAX_HOSTS}", value=text
+        )
     for parts in items:
         longest = sum(_longest(part) for part in parts)
         if longest > _MAX_NAME:
             raise UsageError(
                 f"node list {shown(text)}: names of up to {longest} characters, "
-                f"longer than a host name can be ({_MAX_NAME})"
+                f"longer than a host name can be ({_MAX_NAME})",
+                value=text,
             )
     hosts: list[str] = []
     for parts in items:
         for name in _names(parts):
             problem = host_name_problem(name)
             if problem:
-                raise UsageError(f"node list {shown(text)}: {problem}")
+                raise UsageError(f"node list {shown(text)}: {problem}", value=text)
             hosts.append(name)
     return hosts
 
@@ -120,18 +124,18 @@ def _split_top_level(whole: str) -> list[str]:
         if char == "[":
             depth += 1
             if depth > 1:
-                raise UsageError(f"node list {shown(whole)}: brackets cannot nest")
+                raise UsageError(f"node list {shown(whole)}: brackets cannot nest", value=whole)
         elif char == "]":
             depth -= 1
             if depth < 0:
-                raise UsageError(f"node list {shown(whole)}: ']' without '['")
+                raise UsageError(f"node list {shown(whole)}: ']' without '['", value=whole)
         if char in _SEPARATORS and depth == 0:
             items.append(current)
             current = ""
         else:
             current += char
     if depth:
-        raise UsageError(f"node list {shown(whole)}: '[' is never closed")
+        raise UsageError(f"node list {shown(whole)}: '[' is never closed", value=whole)
     items.append(current)
     return [item for item in items if item]
 
@@ -150,7 +154,8 @@ def _ranges(ranges: str, whole: str) -> tuple[Span, ...]:
         if match is None:
             raise UsageError(
                 f"node list {shown(whole)}: [{shown(ranges, quote=False)}] is not a list of "
-                "numbers (up to 9 digits) and ranges such as [01-04,07]"
+                "numbers (up to 9 digits) and ranges such as [01-04,07]",
+                value=whole,
             )
         if match[5] is not None:
             first = last = int(match[5])
@@ -158,9 +163,11 @@ def _ranges(ranges: str, whole: str) -> tuple[Span, ...]:
         else:
             first, last, width = int(match[2]), int(match[4]), len(match[1])
         if last < first:
-            raise UsageError(f"node list {shown(whole)}: range {part} goes backwards")
+            raise UsageError(f"node list {shown(whole)}: range {part} goes backwards", value=whole)
         if last - first >= MAX_HOSTS:
-            raise UsageError(f"node list {shown(whole)}: range {part} is longer than {MAX_HOSTS}")
+            raise UsageError(
+                f"node list {shown(whole)}: range {part} is longer than {MAX_HOSTS}", value=whole
+            )
         spans.append((first, last, width))
     return tuple(spans)
 

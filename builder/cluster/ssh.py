@@ -33,7 +33,7 @@ class Ssh:
         this ssh ends, reaches the command as it reaches a user's: launch.sh's trap then
         runs the plan's stop)."""
         if not node or node.startswith("-") or not node.isprintable() or " " in node:
-            raise UsageError(f"{shown(node)} is not a node's host name")
+            raise UsageError(f"{shown(node)} is not a node's host name", value=node)
         argv = ["ssh", "-tt"] if tty else ["ssh"]
         if self.config is not None:
             argv += ["-F", str(self.config)]
@@ -91,7 +91,7 @@ class Nodes:
                     errors="replace",
                 )
             except OSError as exc:
-                raise ToolMissing(f"cannot run ssh to reach {node}: {exc}") from None
+                raise ToolMissing(f"cannot run ssh to reach {node}: {exc}", tool="ssh") from None
             self.running.append(process)
         try:
             output, _ = process.communicate(timeout=timeout)
@@ -116,17 +116,15 @@ def reach(nodes: Nodes, names: Sequence[str], who: str, untouched: str) -> None:
     one that did not, with ssh's own message (who: the command; untouched: what it
     has not done yet)."""
     answers = nodes.run(dict.fromkeys(names, ("true",)), nodes.ssh.connect_timeout + 20.0)
-    unreachable = [
-        f"{node}: {_ssh_failure(code, output)}"
-        for node, (code, output) in answers.items()
-        if code != 0
-    ]
+    failed = [node for node, (code, _) in answers.items() if code != 0]
+    unreachable = [f"{node}: {_ssh_failure(*answers[node])}" for node in failed]
     if unreachable:
         raise NodeUnreachable(
             f"{who} reaches every node with this machine's ssh (`ssh NODE`), and "
             f"{len(unreachable)} of {len(answers)} did not answer; {untouched}:\n"
             + "\n".join(f"  - {line}" for line in unreachable)
-            + "\nCheck the node names, your ssh keys and config (or give --ssh-config FILE)"
+            + "\nCheck the node names, your ssh keys and config (or give --ssh-config FILE)",
+            nodes=failed,
         )
 
 

@@ -58,7 +58,8 @@ class DockerEngine:
             raise EngineUnavailable(
                 f"no Docker engine answers at {engine_address()} ({_reason(exc)}). Start one "
                 "(`sudo systemctl start docker`, or scripts/engine.sh on Debian) or point "
-                "DOCKER_HOST at a running engine, e.g. DOCKER_HOST=tcp://host:2375."
+                "DOCKER_HOST at a running engine, e.g. DOCKER_HOST=tcp://host:2375.",
+                address=engine_address(),
             ) from None
         return cls(client)
 
@@ -139,10 +140,12 @@ class DockerEngine:
             raise missing_image(reference) from None
         except APIError as exc:
             if exc.is_client_error():  # a name the engine does not take (uppercase, ...)
-                raise UsageError(f"{reference}: the engine refuses it: {_reason(exc)}") from None
-            raise _lost(exc) from None
+                raise UsageError(
+                    f"{reference}: the engine refuses it: {_reason(exc)}", value=reference
+                ) from None
+            raise _lost(exc, reference) from None
         except (DockerException, OSError) as exc:  # requests' errors are OSErrors
-            raise _lost(exc) from None
+            raise _lost(exc, reference) from None
         config = data.get("Config") or {}
         return ImageInfo(
             id=data["Id"],
@@ -168,7 +171,7 @@ class DockerEngine:
         try:
             yield from self._client.api.get_image(reference)
         except (DockerException, OSError) as exc:  # requests' errors are OSErrors
-            raise _lost(exc) from None
+            raise _lost(exc, reference) from None
 
     def images(self, label: str | None = None) -> ImageList:
         """id -> (references, labels) of every top-level image (tagged or dangling,
@@ -238,7 +241,9 @@ class DockerEngine:
                 init=init,
             )
         except APIError as exc:
-            raise BuildError(f"cannot start {name} from {image}: {_reason(exc)}") from None
+            raise BuildError(
+                f"cannot start {name} from {image}: {_reason(exc)}", image=image
+            ) from None
         return str(container.id)
 
     def _container(self, container: str) -> Any:
@@ -247,7 +252,9 @@ class DockerEngine:
         try:
             return self._client.containers.get(container)
         except NotFound:
-            raise NotInEngine(f"there is no container {container!r} in the engine") from None
+            raise NotInEngine(
+                f"there is no container {container!r} in the engine", container=container
+            ) from None
 
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:
         """Run a command in a running container: (exit code, stdout and stderr)."""
@@ -338,7 +345,8 @@ class DockerEngine:
         text = bytes(raw).decode(errors="replace")
         if result.exit_code:
             raise BuildError(
-                f"{' '.join(argv)[:200]} exited {result.exit_code} in {image}: {text.strip()}"
+                f"{' '.join(argv)[:200]} exited {result.exit_code} in {image}: {text.strip()}",
+                image=image,
             )
         return text
 
@@ -384,21 +392,25 @@ def docker_cli() -> str:
     if found is None:
         raise ToolMissing(
             "the docker command is not installed; the rehearsal runs the emitted `docker run` "
-            "commands with it (package docker.io or docker-ce-cli)"
+            "commands with it (package docker.io or docker-ce-cli)",
+            tool="docker",
         )
     return found
 
 
 def missing_image(reference: str) -> NotInEngine:
     return NotInEngine(
-        f"the engine has no image {reference!r}; build it (`builder build`) or pull it"
+        f"the engine has no image {reference!r}; build it (`builder build`) or pull it",
+        image=reference,
     )
 
 
-def _lost(exc: BaseException) -> EngineUnavailable:
+def _lost(exc: BaseException, reference: str | None = None) -> EngineUnavailable:
     return EngineUnavailable(
         f"the Docker engine at {engine_address()} failed mid-way ({_reason(exc)}); check it "
-        "(`docker info`) and run the command again"
+        "(`docker info`) and run the command again",
+        address=engine_address(),
+        image=reference,
     )
 
 

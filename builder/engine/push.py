@@ -49,7 +49,9 @@ def push_image(
             on_line(line)
     if digest is None:
         raise RegistryUnreachable(
-            f"the push of {reference} ended without the registry's digest; push it again"
+            f"the push of {reference} ended without the registry's digest; push it again",
+            registry=registry_of(reference),
+            reference=reference,
         )
     return Pushed(reference, digest)
 
@@ -73,7 +75,12 @@ def push_and_record(
     try:
         return pushed, write_pin(spec_path, pushed)
     except UsageError as exc:
-        raise UsageError(f"pushed {pushed.pinned}, but its record was not written: {exc}") from None
+        raise UsageError(
+            f"pushed {pushed.pinned}, but its record was not written: {exc}",
+            field=exc.field,
+            value=exc.value,
+            path=exc.path or spec_path,
+        ) from None
 
 
 def pull_image(
@@ -98,18 +105,24 @@ def _raise_on_error(event: dict[str, Any], reference: str, action: str) -> None:
     if "@" in reference and any(word in lowered for word in UNKNOWN):
         raise UnknownDigest(
             f"{registry} has no image {reference}: {said}. "
-            "Push the image again (`builder push`) and use the digest it reports"
+            "Push the image again (`builder push`) and use the digest it reports",
+            registry=registry,
+            reference=reference,
         )
     if any(word in lowered for word in REFUSED):
         raise RegistryRefused(
             f"{registry} refused the {action} of {reference}: {said}. "
             f"Log in with `docker login {registry}` (builder uses the same credentials) "
-            "or check your rights on the repository"
+            "or check your rights on the repository",
+            registry=registry,
+            reference=reference,
         )
     raise RegistryUnreachable(
         f"the {action} of {reference} failed: {shown(text, quote=False, limit=300)}. "
         f"Check that {registry} answers (the image's name starts with its registry, "
-        "e.g. registry.example.com:5000/team/train:1.0)"
+        "e.g. registry.example.com:5000/team/train:1.0)",
+        registry=registry,
+        reference=reference,
     )
 
 

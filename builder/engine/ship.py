@@ -205,7 +205,8 @@ def _local_id(engine: Engine, reference: str) -> str:
     if "@" in reference:
         raise UsageError(
             f"{shown(reference)}: ship a name:tag; `docker load` keeps tags, not registry "
-            "digests, so a node could not run it by digest"
+            "digests, so a node could not run it by digest",
+            value=reference,
         )
     return engine.image(reference).id  # NotInEngine when it was not built here
 
@@ -241,7 +242,7 @@ class _Load:
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
         except OSError as exc:
-            raise ToolMissing(f"cannot run ssh to reach {node}: {exc}") from None
+            raise ToolMissing(f"cannot run ssh to reach {node}: {exc}", tool="ssh") from None
         self.output = b""
         self.failure = ""
         self.started = time.monotonic()

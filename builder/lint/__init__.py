@@ -34,7 +34,11 @@ def lint_deffile(text: str, file: str) -> list[Finding]:
 def lint_stack(stack: Stack, fmt: str = "all") -> LintReport:
     """Render the stack's outputs for fmt in memory and lint every Dockerfile and .def."""
     if fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+        raise UsageError(
+            f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}",
+            field="--format",
+            value=fmt,
+        )
     findings: list[Finding] = []
     checked: list[str] = []
     for out in render_outputs(stack, fmt):

@@ -72,4 +72,10 @@ class LintReport:
             "templates: change the spec if a finding points at your values, otherwise "
             "report it as a builder bug."
         )
-        raise LintError("\n".join([head, *(f"  - {f}" for f in failing)]))
+        tools = {f.tool for f in failing}
+        raise LintError(
+            "\n".join([head, *(f"  - {f}" for f in failing)]),
+            tool=tools.pop() if len(tools) == 1 else None,
+            paths=files,
+            findings=failing,
+        )

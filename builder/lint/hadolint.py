@@ -69,7 +69,8 @@ def hadolint_path() -> str:
     found = shutil.which("hadolint")
     if found is None:
         raise ToolMissing(
-            f"hadolint is not installed (not in {bindir} nor on PATH); {_INSTALL_HINT}"
+            f"hadolint is not installed (not in {bindir} nor on PATH); {_INSTALL_HINT}",
+            tool="hadolint",
         )
     return found
 
@@ -109,14 +110,20 @@ def run_hadolint(
                 check=False,
             )
         except OSError as exc:
-            raise ToolMissing(f"cannot run hadolint at {exe}: {exc}; {_INSTALL_HINT}") from None
+            raise ToolMissing(
+                f"cannot run hadolint at {exe}: {exc}; {_INSTALL_HINT}", tool="hadolint"
+            ) from None
         except subprocess.TimeoutExpired:
-            raise LintError(f"hadolint ({exe}) did not finish within {_TIMEOUT}s") from None
+            raise LintError(
+                f"hadolint ({exe}) did not finish within {_TIMEOUT}s", tool="hadolint", path=file
+            ) from None
     if proc.returncode != 0:
         detail = (proc.stderr.strip().splitlines() or ["no message"])[0]
         raise LintError(
             f"hadolint ({exe}) failed with status {proc.returncode}: {detail}; "
-            f"reinstall it or {_INSTALL_HINT}"
+            f"reinstall it or {_INSTALL_HINT}",
+            tool="hadolint",
+            path=file,
         )
     lines = text.splitlines()
     return [
@@ -137,9 +144,15 @@ def parse_json(output: str, file: str) -> list[Finding]:
     try:
         items: Any = json.loads(output)
     except json.JSONDecodeError:
-        raise LintError(f"hadolint printed something that is not JSON: {output[:200]!r}") from None
+        raise LintError(
+            f"hadolint printed something that is not JSON: {output[:200]!r}",
+            tool="hadolint",
+            path=file,
+        ) from None
     if not isinstance(items, list):
-        raise LintError(f"hadolint's JSON is not a list: {output[:200]!r}")
+        raise LintError(
+            f"hadolint's JSON is not a list: {output[:200]!r}", tool="hadolint", path=file
+        )
     findings = []
     for item in items:
         line = item.get("line")

@@ -112,25 +112,28 @@ def read_lock(path: Path) -> Lock:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", path=path) from None
     try:
         data = _safe_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise UsageError(
-            f"{path} (line {line}) is not UTF-8 text; write it again with `builder lock`"
+            f"{path} (line {line}) is not UTF-8 text; write it again with `builder lock`",
+            path=path,
         ) from None
     except (yaml.YAMLError, ValueError) as exc:
         raise UsageError(
             f"{path} is not valid YAML ({shown(exc, quote=False, limit=300)}); "
-            "write it again: builder lock"
+            "write it again: builder lock",
+            path=path,
         ) from None
     try:
         return _parse(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(
             f"{path} is not a builder lock ({shown(exc, quote=False, limit=300)}); write it "
-            "again with `builder lock`"
+            "again with `builder lock`",
+            path=path,
         ) from None
 
 

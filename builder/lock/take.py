@@ -18,16 +18,21 @@ if TYPE_CHECKING:
 def take_lock(stack: Stack, engine: Engine, image: str) -> Lock:
     """The lock of a built image of stack (which must carry the stack's spec hash)."""
     if not engine.exists(image):
-        raise NotInEngine(f"image {image} is not built: run `builder build` first, then lock it")
+        raise NotInEngine(
+            f"image {image} is not built: run `builder build` first, then lock it", image=image
+        )
     info = engine.image(image)
     fingerprint = of_image(engine, image)
     base_ref = info.labels.get(BASE_NAME_LABEL)
     if base_ref is None or SPEC_HASH_LABEL not in info.labels:
-        raise UsageError(f"image {image} was not built by builder: there is no stack to lock")
+        raise UsageError(
+            f"image {image} was not built by builder: there is no stack to lock", value=image
+        )
     if not engine.exists(base_ref):
         raise NotInEngine(
             f"the base image {base_ref} of {image} is not in the engine any more; "
-            "pull it (or build again) before locking"
+            "pull it (or build again) before locking",
+            image=base_ref,
         )
     base_info = engine.image(base_ref)
     base_apt = parse_dpkg(engine.run(base_ref, DPKG_QUERY[1:], entrypoint=[DPKG_QUERY[0]]))

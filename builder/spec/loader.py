@@ -51,16 +51,19 @@ def load_spec(path: Path) -> Stack:
     except FileNotFoundError:
         raise UsageError(
             f"spec file {path} does not exist; create one with "
-            "`builder init --preset NAME -o stack.yaml` or pass --preset NAME"
+            "`builder init --preset NAME -o stack.yaml` or pass --preset NAME",
+            path=path,
         ) from None
     except OSError as exc:
         raise UsageError(
-            f"cannot read spec file {path}: {exc.strerror or 'not a regular file'}"
+            f"cannot read spec file {path}: {exc.strerror or 'not a regular file'}",
+            path=path,
         ) from None
     if len(raw) > MAX_SPEC_BYTES:
         raise UsageError(
             f"spec file {path} is larger than {MAX_SPEC_BYTES // 1024 // 1024} MiB; "
-            "a stack spec is a few dozen lines"
+            "a stack spec is a few dozen lines",
+            path=path,
         )
     root = path.resolve().parent
     return Stack(parse_spec(decoded(raw, str(path)), str(path), root), str(path), root)
@@ -122,7 +125,11 @@ def _validated(data: Any, lines: dict[Path_, int], source: str, root: Path | Non
         spec = parse(Spec, data)
     except Invalid as exc:
         raise SpecError(
-            source, [Problem(_join(loc), msg, _line_for(lines, loc)) for loc, msg in exc.problems]
+            source,
+            [
+                Problem(_join(loc), msg, _line_for(lines, loc), value=_value_at(data, loc))
+                for loc, msg in exc.problems
+            ],
         ) from None
     found = check_spec(spec)
     if root is not None and spec.image.requirements is not None:
@@ -132,7 +139,11 @@ def _validated(data: Any, lines: dict[Path_, int], source: str, root: Path | Non
                 read_requirements(root, spec.image.requirements)
         except ValueError as exc:
             found.append(("image.requirements", str(exc)))
-    problems = [Problem(path, message, _line_for(lines, _split(path))) for path, message in found]
+    problems = [
+        Problem(path, message, _line_for(lines, loc), value=_value_at(data, loc))
+        for path, message in found
+        for loc in [_split(path)]
+    ]
     if problems:
         raise SpecError(source, problems)
     return spec
@@ -296,6 +307,19 @@ def _split(dotted: str) -> Path_:
         parts.append(name)
         parts.extend(int(i) for i in indexes)
     return tuple(parts)
+
+
+def _value_at(data: Any, loc: Path_) -> object:
+    """What the spec's data holds at loc, or None where loc names nothing there (a missing
+    key) or the whole spec."""
+    if not loc:
+        return None
+    for part in loc:
+        listed = isinstance(part, int) and isinstance(data, list) and 0 <= part < len(data)
+        if not (listed or (isinstance(part, str) and isinstance(data, Mapping) and part in data)):
+            return None
+        data = data[part]
+    return data
 
 
 def _line_for(lines: dict[Path_, int], loc: Path_) -> int | None:
