@@ -4,10 +4,16 @@ A user waits for the whole process, interpreter start and imports included,
 so that is what is timed: each command runs as its own subprocess, the
 commands take turns (builder, hpccm, builder --help, ...) so that drift in
 machine load hits them alike, and the median of N runs is compared. The
-target is builder no slower than hpccm rendering bench/recipes/hpccm_cuda_deepspeed.py.
-The script also checks that the two Dockerfiles agree (base, packages, pins,
-environment, labels, ...) and that `builder --help` imports none of the heavy
-modules that keep the CLI slow to start.
+targets: builder at most TARGET_RATIO times hpccm rendering
+bench/recipes/hpccm_cuda_deepspeed.py, and `builder --help`, which shell
+completion runs at every tab press, under HELP_TARGET_MS. The script also
+checks that the two Dockerfiles agree (base, packages, pins, environment,
+labels, ...) and that `builder --help` imports none of the heavy modules that
+keep the CLI slow to start.
+
+Both tools run as installed: Python may write bytecode (PYTHONDONTWRITEBYTECODE
+is dropped for the commands), so the warm-up runs leave builder's .pyc files as
+pip leaves hpccm's, and no timed run compiles builder from source.
 
     .venv/bin/python bench/cli_latency.py --runs 15
 
@@ -18,6 +24,7 @@ figure, not an error); 1 when a command fails or prints no Dockerfile.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import statistics
@@ -36,7 +43,8 @@ ROOT = BENCH.parent
 RECIPE = BENCH / "recipes" / "hpccm_cuda_deepspeed.py"
 PRESET = "cuda-deepspeed"
 WARMUP_RUNS = 2
-TARGET_RATIO = 1.0
+TARGET_RATIO = 1.5
+HELP_TARGET_MS = 200.0
 HEAVY_MODULES = ("docker", "jinja2", "pydantic", "yaml", "rich", "dockerfile")
 IGNORED_LABELS = ("io.github.builder.spec-hash", "io.github.builder.system-stage")
 """Labels whose values differ by construction (each tool hashes its own inputs)."""
@@ -89,10 +97,18 @@ def _failure(argv: Sequence[str], proc: subprocess.CompletedProcess[str]) -> Ben
     return BenchError(f"{shlex.join(argv)} exited with {proc.returncode}:\n{stderr}")
 
 
+def installed_env() -> dict[str, str]:
+    """This environment, less PYTHONDONTWRITEBYTECODE: see the module's docstring."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_command(command: Command) -> tuple[float, str]:
     """Run once; return (wall time in ms, stdout). Raises BenchError on failure."""
+    env = installed_env()
     start = time.perf_counter()
-    proc = subprocess.run(command.argv, capture_output=True, text=True, cwd=ROOT, check=False)
+    proc = subprocess.run(
+        command.argv, capture_output=True, text=True, cwd=ROOT, env=env, check=False
+    )
     elapsed = (time.perf_counter() - start) * 1000.0
     if proc.returncode != 0:
         raise _failure(command.argv, proc)
@@ -129,6 +145,7 @@ def help_imports(builder: Path) -> list[Import]:
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=installed_env(),
         check=False,
     )
     if proc.returncode != 0:
@@ -279,6 +296,9 @@ def measure(runs: int) -> None:
     )
     verdict = "OK" if ratio <= TARGET_RATIO else "MISSED"
     print(f"ratio builder/hpccm (median): {ratio:.2f} (target <= {TARGET_RATIO:.2f}): {verdict}")
+    help_ms = timings[2].median
+    verdict = "OK" if help_ms < HELP_TARGET_MS else "MISSED"
+    print(f"builder --help (median): {help_ms:.0f} ms (target < {HELP_TARGET_MS:.0f}): {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,8 @@ from _support import (
     run_main,
 )
 
+from builder.resolved import resolve
+
 if TYPE_CHECKING:
     from builder.engine import Engine
     from builder.engine.build import BuildResult
@@ -98,8 +100,7 @@ def build_ours(engine: Engine, inputs: BuildInputs) -> BuildResult:
 
     print("== ours (builder)", file=sys.stderr, flush=True)
     return build_image(
-        load_preset(PRESET),
-        inputs,
+        resolve(load_preset(PRESET), inputs),
         reference=OURS,
         nocache=True,
         progress=progress(),

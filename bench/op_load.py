@@ -39,6 +39,8 @@ from _support import (
     run_main,
 )
 
+from builder.resolved import resolve
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -87,8 +89,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> None:
             print(f"building {PRESET} ({tag})", file=sys.stderr)
             builds.append(
                 build_image(
-                    stack,
-                    inputs,
+                    resolve(stack, inputs),
                     engine=engine,
                     reference=f"bench/op-load:{tag}",
                     progress=progress(),

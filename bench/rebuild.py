@@ -44,6 +44,8 @@ from _support import (
     run_main,
 )
 
+from builder.resolved import resolve
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -102,7 +104,7 @@ def timed_build(
     print(f"== {label}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     result = build_image(
-        load_spec(spec), inputs, nocache=nocache, progress=progress(), engine=engine
+        resolve(load_spec(spec), inputs), nocache=nocache, progress=progress(), engine=engine
     )
     seconds = time.perf_counter() - started
     built.append(result)

@@ -7,9 +7,11 @@
 It says what `builder render --preset cuda-deepspeed` says, with hpccm's own
 building blocks, so that the two whole processes do the same job: three stages
 (OS packages, the venv built apart, the final image), the same apt packages,
-torch from the CUDA wheel index, DeepSpeed with its ops left to JIT, the
-rootfs/ files (sshd_config, ssh_config, entrypoint), environment, labels,
-workdir, port, entrypoint and command. Keep the values below in step with
+torch from the CUDA wheel index, DeepSpeed with the spec's ops compiled in for
+its GPU architectures and checked by ds-ops-check.py (a file builder writes into
+the build context; hpccm only COPYs it), the rootfs/ files (sshd_config,
+ssh_config, entrypoint), environment, labels, workdir, port, entrypoint and
+command. Keep the values below in step with
 builder/spec/presets/cuda-deepspeed.yaml; cli_latency.py reports any drift.
 
     hpccm --recipe bench/recipes/hpccm_cuda_deepspeed.py --format docker
@@ -24,6 +26,10 @@ DISTRO = "ubuntu24"
 TORCH = "2.15.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cu132"
 DEEPSPEED = "0.19.8"
+DS_OPS = ["cpu_adam", "fused_adam"]
+ARCHS = ["8.0", "9.0", "10.0"]
+ARCH_LIST = ";".join(ARCHS)
+DS_CHECK = "/tmp/builder/ds-ops-check.py"
 BUILD_TOOLS = ["setuptools==80.9.0", "wheel==0.45.1"]
 SSH_PORT = 3022
 WORKDIR = "/workspace"
@@ -56,7 +62,7 @@ def _quoted(value):
 # builder hashes its image spec; the counterpart here is a hash of these inputs.
 SPEC_HASH = hashlib.sha256(
     json.dumps(
-        [BASE, TORCH, TORCH_INDEX, DEEPSPEED, BUILD_TOOLS, APT, SSH_PORT, WORKDIR],
+        [BASE, TORCH, TORCH_INDEX, DEEPSPEED, DS_OPS, ARCHS, BUILD_TOOLS, APT, SSH_PORT, WORKDIR],
         separators=(",", ":"),
     ).encode()
 ).hexdigest()
@@ -93,11 +99,19 @@ Stage0 += shell(
         f'echo {TORCH_DIR} > "$({PURELIB})/torch-layer.pth"',
     ]
 )
-Stage0 += comment(f"DeepSpeed {DEEPSPEED} (ops are built just in time, not here)")
+Stage0 += comment(
+    f"DeepSpeed {DEEPSPEED} with {', '.join(DS_OPS)} compiled in for {', '.join(ARCHS)}",
+    reformat=False,
+)
+Stage0 += copy(src="ds-ops-check.py", dest=DS_CHECK)
+# DS_BUILD_CPU_ADAM=1 ... for each op; the shell's quotes keep the ; of the arch list
+DS_BUILD = " ".join(f"DS_BUILD_{op.upper()}=1" for op in DS_OPS)
 Stage0 += shell(
     commands=[
         f"{PIP} install --no-cache-dir {' '.join(BUILD_TOOLS)}",
-        f"DS_BUILD_OPS=0 {PIP} install --no-cache-dir --no-build-isolation deepspeed=={DEEPSPEED}",
+        f"DS_BUILD_OPS=0 DS_ACCELERATOR=cuda {DS_BUILD} TORCH_CUDA_ARCH_LIST='{ARCH_LIST}' "
+        f"{PIP} install --no-cache-dir --no-build-isolation deepspeed=={DEEPSPEED}",
+        f"{VENV}/bin/python {DS_CHECK} {','.join(DS_OPS)} cuda '{ARCH_LIST}'",
     ]
 )
 
@@ -109,6 +123,7 @@ Stage1 += environment(
         "PATH": f'"{VENV}/bin:{TORCH_DIR}/bin:$PATH"',
         "PIP_DISABLE_PIP_VERSION_CHECK": _quoted("1"),
         "PYTHONUNBUFFERED": _quoted("1"),
+        "TORCH_CUDA_ARCH_LIST": _quoted(ARCH_LIST),
         "VIRTUAL_ENV": _quoted(VENV),
     }
 )
@@ -121,6 +136,8 @@ Stage1 += raw(docker=f"EXPOSE {SSH_PORT}")
 labels = {}
 for key, value in {
     "io.github.builder.accelerator": "cuda",
+    "io.github.builder.archs": ARCH_LIST,
+    "io.github.builder.deepspeed-ops": ",".join(DS_OPS),
     "io.github.builder.preset": TITLE,
     "io.github.builder.spec-hash": SPEC_HASH,
     "io.github.builder.ssh-port": str(SSH_PORT),

@@ -3,7 +3,9 @@
 
 A command's module is imported when the command is asked for (click's lazy
 group pattern): `builder render` loads the stack and image modules, not the
-engine, the rehearsal or the fingerprints. ``COMMANDS`` is the --help order.
+engine, the rehearsal or the fingerprints. ``COMMANDS`` is the --help order, and
+``SUMMARIES`` the line each command has there and in shell completion, so that
+listing the commands (at every tab press) imports none of them.
 """
 
 from __future__ import annotations
@@ -11,16 +13,20 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
 from typer._click.exceptions import UsageError as ClickUsageError
+from typer._click.shell_completion import CompletionItem
 from typer.core import TyperGroup, TyperOption
 
 from builder._version import __version__
 from builder.cli.envelope import WANTED, has_json_option, print_envelope, wanted
 from builder.errors import BuilderError, clipped
+
+if TYPE_CHECKING:
+    from typer._click.formatting import HelpFormatter
 
 COMMANDS: dict[str, str] = {
     # the stack and its files (no engine), and their linters
@@ -51,6 +57,32 @@ COMMANDS: dict[str, str] = {
     "diff": "environment",
 }
 """Command -> the module of builder.cli that defines it."""
+SUMMARIES: dict[str, str] = {
+    "presets": "List the built-in stacks.",
+    "init": "Write a preset out as a stack.yaml to edit.",
+    "render": "Render the Dockerfile and the Apptainer .def files.",
+    "lint": "Check the rendered files (hadolint, BuildKit, .def rules).",
+    "schema": "Print the JSON Schema of stack.yaml (for editors).",
+    "build": "Build the image through the Docker engine.",
+    "push": "Push the built image to its registry; record its digest.",
+    "ship": "Put the built image on every node, without a registry.",
+    "inspect": "Show which spec built an image, its size and layers.",
+    "hostfile": "Write a DeepSpeed/mpirun hostfile (`host slots=N` lines).",
+    "keys": "Make the cluster's key pairs, known_hosts and ssh_config.",
+    "dsenv": "Write .deepspeed_env, the variables pdsh sets on each node.",
+    "launch": "Print the per-node container and launcher commands.",
+    "bundle": "Write keys, hostfile, .deepspeed_env and launch commands.",
+    "slurm": "Write the sbatch script: one task per node.",
+    "sif": "Print the command that builds a SIF from a local image.",
+    "rehearse": "Run the stack's multi-node launch locally, in containers.",
+    "preflight": "Prove the cluster before the run, node by node.",
+    "lock": "Write stack.lock: the built image's base and its packages.",
+    "fingerprint": "Show an environment's fingerprint: OS, packages, torch, env.",
+    "verify": "Fingerprint every node and show what differs (exit 13).",
+    "diff": "Compare two environments: images, containers or a lock.",
+}
+"""Command -> its short help (click's ``short_help``): one line of at most 60 characters.
+The docstring is the command's full help (`builder render --help`)."""
 
 
 class BuilderGroup(TyperGroup):
@@ -74,9 +106,27 @@ class BuilderGroup(TyperGroup):
                 rich_markup_mode=app.rich_markup_mode,
             )
         command = super().get_command(ctx, cmd_name)
+        if command is not None and cmd_name in SUMMARIES:
+            command.short_help = SUMMARIES[cmd_name]  # as listed before it was loaded
         if command is not None and not any(p.name == "debug" for p in command.params):
             command.params.append(_debug_after_command())
         return command
+
+    def format_commands(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]  # noqa: ARG002
+        """The command list of --help, from SUMMARIES: TyperGroup's would import every
+        command's module (and the library behind it) to read one line of each."""
+        with formatter.section("Commands"):
+            formatter.write_dl(list(SUMMARIES.items()))
+
+    def shell_complete(self, ctx: typer.Context, incomplete: str) -> list[CompletionItem]:  # type: ignore[override]
+        """Command names from SUMMARIES, then the options: as format_commands, without
+        importing the commands (TyperGroup's loads each one that matches)."""
+        commands = [
+            CompletionItem(name, help=SUMMARIES[name])
+            for name in self.list_commands(ctx)
+            if name.startswith(incomplete)
+        ]
+        return commands + super(TyperGroup, self).shell_complete(ctx, incomplete)
 
     def resolve_command(  # type: ignore[override]
         self, ctx: typer.Context, args: list[str]

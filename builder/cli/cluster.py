@@ -38,12 +38,16 @@ from builder.cli.options import (
     image_option,
     plan_image,
     print_or_write,
+    resolved_of,
     stack_of,
 )
 from builder.errors import UsageError
 
+SLURM = "slurm"
+"""The scheduler `builder slurm` writes for."""
+
 if TYPE_CHECKING:
-    from builder.spec.records import Spec
+    from builder.resolved import Resolved
 
 
 @app.command()
@@ -134,13 +138,13 @@ def dsenv(
 ) -> None:
     """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
     refuse_stdout(as_json, output)
-    stack = stack_of(spec, preset)
+    resolved = resolved_of(stack_of(spec, preset))
     extra = parse_assignments(set_ or [], "--set")
     image_env = None
     if image is not None:
         pairs = (item.partition("=") for item in connect().image(image).env)
         image_env = {key: value for key, _, value in pairs}
-    text = dsenv_for(stack.spec, extra, image_env)
+    text = dsenv_for(resolved, extra, image_env)
     set_result(files_result(print_or_write(text, output, force=force)))
 
 
@@ -166,15 +170,13 @@ def launch(
             "(infiniband, roce or efa), rebuild, and launch, bundle and slurm pass what "
             "the containers need"
         )
-    stack = stack_of(spec, preset)
+    resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
     plan = launch_plan(
-        stack.spec,
-        image=plan_image(stack, image, spec, runtime or stack.spec.launch.runtime),
+        resolved,
+        image=plan_image(resolved, image, spec),
         cluster_dir=str(cluster_dir.resolve()),
-        runtime=runtime,
-        launcher=launcher,
     )
-    warn(stack.spec, runtime)
+    warn(resolved)
     set_result(plan.as_data())
     if not as_json:
         typer.echo(plan.text(), nl=False)
@@ -194,18 +196,13 @@ def bundle(
     as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
     """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
-    stack = stack_of(spec, preset)
+    resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
     written = write_bundle(
-        stack.spec,
-        no_stdout(cluster_dir),
-        image=plan_image(stack, image, spec, runtime or stack.spec.launch.runtime),
-        force=force,
-        runtime=runtime,
-        launcher=launcher,
+        resolved, no_stdout(cluster_dir), image=plan_image(resolved, image, spec), force=force
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
-    warn(stack.spec, runtime)
+    warn(resolved)
     set_result(files_result(written))
 
 
@@ -233,21 +230,17 @@ def slurm(
     """Write the sbatch script: one task per node, each running torchrun in the runtime."""
     refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
+    resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=SLURM)
     text = sbatch_script(
-        stack.spec,
-        image=plan_image(stack, image, spec, runtime or stack.spec.launch.slurm.runtime),
-        cluster_dir=str(cluster_dir.resolve()),
-        source=stack.source,
-        runtime=runtime,
-        launcher=launcher,
+        resolved, image=plan_image(resolved, image, spec), cluster_dir=str(cluster_dir.resolve())
     )
     written = print_or_write(text, output, force=force)
-    warn(stack.spec, runtime or stack.spec.launch.slurm.runtime)
+    warn(resolved)
     set_result(files_result(written))
 
 
-def warn(spec: Spec, runtime: str | None) -> None:
-    for line in plan_warnings(spec, runtime):
+def warn(resolved: Resolved) -> None:
+    for line in plan_warnings(resolved):
         typer.echo(f"warning: {line}", err=True)
 
 

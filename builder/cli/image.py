@@ -12,14 +12,12 @@ from builder import (
     build_image,
     check_images,
     connect,
-    get_runtime,
     hosts_from_nodes,
     image_report_text,
     inspect_image,
     progress_for,
     push_and_record,
     ship_image,
-    with_base,
 )
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, set_result
@@ -41,7 +39,7 @@ from builder.cli.options import (
     image_option,
     inputs_of,
     key_values,
-    locked,
+    resolved_of,
     spec_file,
     ssh_config_file,
     stack_of,
@@ -89,16 +87,14 @@ def build(
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
-    stack = with_base(stack, inputs)  # --base-image checked against the spec here, too
-    inputs = locked(stack, inputs, None if no_lock else spec, None)
+    resolved = resolved_of(stack, inputs, spec=None if no_lock else spec)
     build_args = key_values(build_arg or [], "--build-arg")
     shown_as = progress_for(choice(progress, "--progress", PROGRESS))
     reference = image_option(tag, "--tag")
     engine = connect()  # every option is checked before the engine is asked
-    check_locked_base(inputs, engine)
+    check_locked_base(resolved.inputs, engine)
     result = build_image(
-        stack,
-        inputs,
+        resolved,
         engine=engine,
         reference=reference,
         build_args=build_args,
@@ -191,7 +187,7 @@ def ship(
         raise UsageError(
             f"--image {reference}: ship a name:tag; `docker load` keeps tags, not registry digests"
         )
-    why = get_runtime(stack.spec.launch.runtime).not_shipped
+    why = resolved_of(stack).runtime.not_shipped
     if why:
         raise UsageError(f"launch.runtime {stack.spec.launch.runtime}: {why}")
     if check and force:

@@ -10,7 +10,7 @@ import typer
 from builder import RENDER_FORMATS, lint_stack, sarif_text
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, set_result
-from builder.cli.options import Choice, PresetOpt, SpecArg, stack_of
+from builder.cli.options import Choice, PresetOpt, SpecArg, resolved_of, stack_of
 from builder.errors import UsageError
 
 
@@ -42,7 +42,7 @@ def lint(
     if as_json and output_format == "sarif":
         raise UsageError("--json and --output-format sarif each print a JSON document: pick one")
     chosen = fmt or "all"
-    report = lint_stack(stack_of(spec, preset), chosen)
+    report = lint_stack(resolved_of(stack_of(spec, preset)), chosen)
     set_result(
         {
             "checked": list(report.checked),

@@ -10,15 +10,10 @@ import typer
 from typer._types import TyperChoice
 
 from builder import (
-    ENV_NAME,
-    IMAGE_REF,
-    MAX_SPEC_BYTES,
     RENDER_FORMATS,
     RUNTIMES,
     OutputFile,
     Stack,
-    decode_spec,
-    get_runtime,
     image_for,
     launcher_names,
     load_inputs,
@@ -26,11 +21,14 @@ from builder import (
     parse_spec,
     pin_path,
     preset_names,
-    with_lock,
+    resolve,
     write_files,
 )
 from builder import check_locked_base as check_base
 from builder.errors import UsageError, shown
+from builder.spec.loader import MAX_SPEC_BYTES
+from builder.spec.loader import decoded as decode_spec
+from builder.spec.records import ENV_NAME, IMAGE_REF
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from builder.engine.progress import Mode
     from builder.image.context import Format
     from builder.image.inputs import BuildInputs
+    from builder.resolved import Resolved
 
 MAX_REFERENCE = 512
 DASH = Path("-")
@@ -197,24 +196,41 @@ def inputs_of(
     )
 
 
-def locked(
-    stack: Stack, inputs: BuildInputs, spec: Path | None, engine: Engine | None
-) -> BuildInputs:
-    """inputs with the lock beside spec (spec None: no lock), said on stderr. Without an
+def resolved_of(
+    stack: Stack,
+    inputs: BuildInputs | None = None,
+    *,
+    spec: Path | None = None,
+    engine: Engine | None = None,
+    runtime: str | None = None,
+    launcher: str | None = None,
+    scheduler: str = "ssh",
+) -> Resolved:
+    """The command's one resolve: stack with inputs, the lock beside spec (None: no lock,
+    said on stderr when there is one), the runtime and launcher options. Without an
     engine (rendering) the locked base image is not checked."""
-    inputs = with_lock(stack, inputs, spec_file(spec), engine)
-    if inputs.lock is not None:
+    resolved = resolve(
+        stack,
+        inputs,
+        runtime_name=runtime,
+        launcher_name=launcher,
+        scheduler_name=scheduler,
+        lock_of=spec_file(spec),
+        engine=engine,
+    )
+    lock = resolved.inputs.lock
+    if lock is not None:
         typer.echo(
-            f"using the lock of {spec} ({len(inputs.lock.python)} Python, "
-            f"{len(inputs.lock.apt)} Debian packages)",
+            f"using the lock of {spec} ({len(lock.python)} Python, "
+            f"{len(lock.apt)} Debian packages)",
             err=True,
         )
-    return inputs
+    return resolved
 
 
 def check_locked_base(inputs: BuildInputs, engine: Engine) -> None:
-    """The engine half of ``locked``: a build reads and checks its lock (``locked`` with
-    engine None) before connecting, then checks the locked base here."""
+    """The engine half of ``resolved_of``: a build reads and checks its lock (with engine
+    None) before connecting, then checks the locked base here."""
     if inputs.lock is not None:
         check_base(inputs.lock, engine)
 
@@ -299,14 +315,12 @@ def image_ref(stack: Stack, image: str | None) -> str:
     return image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
 
 
-def plan_image(stack: Stack, image: str | None, spec: Path | None, runtime_name: str) -> str:
+def plan_image(resolved: Resolved, image: str | None, spec: Path | None) -> str:
     """The image a plan names: --image (checked); else the spec's name:tag, pinned by
     the digest `builder push` recorded beside the spec (stack.digest) for that tag where
     the runtime's nodes fetch the image (Apptainer's SIF is named after the tag)."""
-    source = (
-        spec if spec is not None and str(spec) != "-" and get_runtime(runtime_name).pulls else None
-    )
-    reference = image_for(stack.spec, source, image_option(image))
+    source = spec if spec is not None and str(spec) != "-" and resolved.runtime.pulls else None
+    reference = image_for(resolved.spec, source, image_option(image))
     if image is None and "@" in reference:
         typer.echo(f"image pinned by {pin_path(spec or Path())}: {reference}", err=True)
     return reference

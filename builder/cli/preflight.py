@@ -28,6 +28,7 @@ from builder.cli.options import (
     PresetOpt,
     SpecArg,
     plan_image,
+    resolved_of,
     ssh_config_file,
     stack_of,
 )
@@ -98,12 +99,12 @@ def preflight(
         ssh_config=ssh_config,
         dry_run=dry_run,
     )
-    stack = stack_of(spec, preset)
-    reference = plan_image(stack, image, spec, stack.spec.launch.runtime)
+    resolved = resolved_of(stack_of(spec, preset))
+    reference = plan_image(resolved, image, spec)
     say = _say
     if rehearse:
         result = rehearsed_preflight(
-            stack.spec,
+            resolved,
             image=reference,
             engine=connect(),
             nodes=nodes or 2,
@@ -113,7 +114,7 @@ def preflight(
     else:
         ssh_config_file(ssh_config)
         run = ClusterPreflight(
-            stack.spec,
+            resolved,
             image=reference,
             cluster_dir=cluster_dir or Path("cluster"),
             settings=settings,

@@ -11,10 +11,9 @@ import typer
 from builder import (
     MAX_REHEARSAL_NODES,
     connect,
-    get_launcher,
-    launcher_names,
     rank_table,
     rehearsal_launchers,
+    why_not_rehearsed,
 )
 from builder import rehearse_stack as run_rehearsal
 from builder.cli.app import app
@@ -44,7 +43,7 @@ def rehearse(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--launcher",
-            click_type=Choice(rehearsal_launchers(), why=_why_not_rehearsed),
+            click_type=Choice(rehearsal_launchers(), why=why_not_rehearsed),
             help="Launcher to rehearse (default: the spec's).",
         ),
     ] = None,
@@ -78,7 +77,7 @@ def rehearse(
         image=image, nodes=nodes, launcher=launcher, script=script, args=args, timeout=timeout
     )
     outcome = run_rehearsal(
-        stack.spec if stack else None,
+        stack,
         image=image,
         engine=connect(),
         nodes=nodes,
@@ -102,11 +101,6 @@ def rehearse(
         )
     what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
     typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}", err=as_json)
-
-
-def _why_not_rehearsed(name: str) -> str:
-    """Why a launcher of the spec cannot be rehearsed here (its own reason), or nothing."""
-    return f" ({get_launcher(name).rehearsal})" if name in launcher_names() else ""
 
 
 def check_options(

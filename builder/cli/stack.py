@@ -37,8 +37,8 @@ from builder.cli.options import (
     WheelhouseOpt,
     format_of,
     inputs_of,
-    locked,
     print_or_write,
+    resolved_of,
     stack_of,
 )
 
@@ -104,8 +104,8 @@ def render(
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
     )
-    inputs = locked(stack, inputs, None if no_lock else spec, engine=None)
-    files = render_outputs(stack, chosen, inputs)
+    resolved = resolved_of(stack, inputs, spec=None if no_lock else spec)
+    files = render_outputs(resolved, chosen)
     if output is None:
         typer.echo(primary_output(files, chosen).text, nl=False)
         return

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from builder import platforms
 from builder.errors import UsageError
 from builder.launch.secrets import is_secret_name, secret_names, without_secrets
 from builder.spec.records import ENV_NAME
@@ -30,7 +29,7 @@ from builder.spec.records import ENV_NAME
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec.records import Spec
+    from builder.resolved import Resolved
 
 _SAFE = re.compile(r"[\w@%+=:,./-]*")
 # DeepSpeed forwards these prefixes by itself (EXPORT_ENVS + CUDA's NCCL).
@@ -68,10 +67,13 @@ def escape_value(key: str, value: str) -> str:
     return re.sub(r'([\\"$`])', r"\\\1", value)
 
 
-def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str] | None) -> str:
+def dsenv_for(
+    resolved: Resolved, extra: Mapping[str, str], image_env: Mapping[str, str] | None
+) -> str:
     """The .deepspeed_env of a stack: what its platform needs forwarded (variables DeepSpeed
     does not forward by itself, e.g. Gaudi's runtime), the run's environment without its
     secrets, then extra (which may not name a secret)."""
+    spec = resolved.spec
     secret = sorted(k for k in extra if is_secret_name(k) or k in secret_names(spec.launch))
     if secret:
         raise UsageError(
@@ -82,8 +84,8 @@ def dsenv_for(spec: Spec, extra: Mapping[str, str], image_env: Mapping[str, str]
             field=secret[0] if len(secret) == 1 else None,
             value=tuple(secret),
         )
-    env = platforms.get(spec.image.accelerator).forwarded_env(image_env)
-    env.update(without_secrets(platforms.run_environment(spec), spec.launch))
+    env = resolved.platform.forwarded_env(image_env)
+    env.update(without_secrets(resolved.run_environment(), spec.launch))
     env.update(extra)
     return deepspeed_env_text(env)
 

@@ -27,16 +27,14 @@ from builder.contract import DOCKERFILE_LABEL, VERSION_LABEL
 from builder.engine.docker import connect
 from builder.errors import BuildError, Interrupted
 from builder.image.context import DOCKERFILE, docker_context
-from builder.image.inputs import with_base
 from builder.image.recipe import image_recipe
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from builder.engine.base import Engine
-    from builder.image.inputs import BuildInputs
     from builder.output import OutputFile
-    from builder.spec.loader import Stack
+    from builder.resolved import Resolved
 
 TAIL_LINES = 30
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -175,8 +173,7 @@ class _Run:
 
 
 def build_image(
-    stack: Stack,
-    inputs: BuildInputs,
+    resolved: Resolved,
     *,
     reference: str | None = None,
     build_args: dict[str, str] | None = None,
@@ -184,11 +181,12 @@ def build_image(
     progress: Progress | None = None,
     engine: Engine | None = None,
 ) -> BuildResult:
-    """Build the stack's image and tag it reference (default: the spec's name:tag)."""
-    stack = with_base(stack, inputs)
+    """Build the resolved stack's image and tag it reference (default: the spec's
+    name:tag)."""
+    stack, inputs = resolved.stack, resolved.inputs
     try:
         return run_build(
-            docker_context(image_recipe(stack, inputs)),
+            docker_context(image_recipe(resolved)),
             reference or f"{stack.spec.image.name}:{stack.spec.image.tag}",
             log_name=stack.spec.name,
             build_args=build_args,
@@ -203,6 +201,7 @@ def build_image(
             f"{exc}\nThis build installs exactly the lock: a locked version that can no "
             "longer be installed fails here. Build with --no-lock, then `builder lock` again.",
             exc.created,
+            image=exc.image,
         ) from None
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from builder.image.inputs import BuildInputs, with_base
 from builder.image.recipe import image_recipe
 from builder.image.render import render_apptainer, render_dockerfile
 from builder.output import OutputFile
 
 if TYPE_CHECKING:
     from builder.image.recipe import Recipe
-    from builder.spec.loader import Stack
+    from builder.resolved import Resolved
 
 Format = Literal["docker", "apptainer", "all"]
 FORMATS: tuple[Format, ...] = ("docker", "apptainer", "all")
@@ -47,13 +46,10 @@ def apptainer_files(recipe: Recipe, image: str) -> list[OutputFile]:
     return files
 
 
-def render_outputs(
-    stack: Stack, fmt: Format, inputs: BuildInputs | None = None
-) -> list[OutputFile]:
+def render_outputs(resolved: Resolved, fmt: Format) -> list[OutputFile]:
     """Every file `builder render` writes for the chosen format, sorted by path."""
-    inputs = inputs or BuildInputs()
-    stack = with_base(stack, inputs)
-    recipe = image_recipe(stack, inputs)
+    stack = resolved.stack
+    recipe = image_recipe(resolved)
     files: dict[str, OutputFile] = {}
     if fmt in ("docker", "all"):
         files.update((f.path, f) for f in docker_context(recipe))

@@ -1,6 +1,6 @@
 """The image recipe: every decision about what goes into the image, format-free.
 
-``image_recipe`` turns a Stack (and the build inputs) into a ``Recipe``:
+``image_recipe`` turns a resolved stack (with its build inputs) into a ``Recipe``:
 install steps, files, environment, labels. The Dockerfile and the Apptainer
 .def are both laid out from this one object by ``render``; templates never
 decide anything.
@@ -29,7 +29,6 @@ from builder.contract import (
     VENV,
 )
 from builder.errors import UsageError
-from builder.image.inputs import BuildInputs
 from builder.image.rootfs import ROOTFS, ContextFile, rootfs_files
 from builder.image.steps import (
     BUILD_DIR,
@@ -59,6 +58,7 @@ from builder.spec.loader import read_requirements
 
 if TYPE_CHECKING:
     from builder.platforms.base import ResolvedImage
+    from builder.resolved import Resolved
     from builder.spec.loader import Stack
 
 
@@ -88,11 +88,10 @@ class Recipe:
     test: tuple[str, ...]
 
 
-def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
-    """Decide the whole image for a stack (reads only the requirements file)."""
-    inputs = inputs or BuildInputs()
+def image_recipe(decided: Resolved) -> Recipe:
+    """Decide the whole image of a resolved stack (reads only the requirements file)."""
+    stack, inputs, resolved = decided.stack, decided.inputs, decided.image
     image = stack.spec.image
-    resolved = platforms.get(image.accelerator).resolve(image)
     requirements = _requirements_text(stack)
     files = list(rootfs_files(stack.spec))
     if requirements is not None:
@@ -130,7 +129,7 @@ def image_recipe(stack: Stack, inputs: BuildInputs | None = None) -> Recipe:
         base=inputs.lock.base.digest
         if inputs.lock is not None and inputs.lock.base.digest
         else resolved.base,
-        system=tuple(system_steps(image, resolved, inputs)),
+        system=tuple(system_steps(decided)),
         python=tuple(python_steps(image, resolved, inputs, requirements=requirements is not None)),
         cleanup=tuple(cleanup),
         layers=venv_layers(resolved),

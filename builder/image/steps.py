@@ -11,14 +11,13 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder import platforms
 from builder.contract import TORCH_DIR, VENV
-from builder.fabrics import fabric
 from builder.image.inputs import check_index_url
 
 if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
     from builder.platforms.base import ResolvedImage
+    from builder.resolved import Resolved
     from builder.spec.records import ImageSpec
 
 # Pinned so that `--no-build-isolation` builds (DeepSpeed) find them in the
@@ -115,8 +114,9 @@ def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str
     )
 
 
-def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
+def apt_packages(stack: Resolved) -> list[str]:
     """The OS packages of the image, sorted."""
+    image, resolved = stack.spec.image, stack.image
     packages = {"ca-certificates", "python3", "python3-venv", *resolved.system_packages}
     if resolved.deepspeed or image.openmpi:
         # DeepSpeed compiles its ops just in time on first use (CPU shm, fused
@@ -127,15 +127,16 @@ def apt_packages(image: ImageSpec, resolved: ResolvedImage) -> list[str]:
         packages |= {"openssh-client", "openssh-server"}
     if image.pdsh:
         packages.add("pdsh")
-    packages |= set(platforms.get(image.accelerator).collective.over(fabric(image.fabric)).packages)
+    packages |= set(stack.network.packages)
     packages |= set(image.apt)
     return sorted(packages)
 
 
-def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs) -> list[Step]:
+def system_steps(stack: Resolved) -> list[Step]:
     """OS packages and the user account: the stage the final image starts from."""
+    image, inputs = stack.spec.image, stack.inputs
     trust = inputs.trust_ca and inputs.ca_pem is not None
-    packages = apt_packages(image, resolved)
+    packages = apt_packages(stack)
     if inputs.lock is not None:  # exactly the locked set, at the locked versions
         packages = [f"{name}={version}" for name, version in sorted(inputs.lock.apt.items())]
     install = list(apt_install(packages, ca_file=TRUSTED_CA if trust else None))
@@ -149,10 +150,9 @@ def system_steps(image: ImageSpec, resolved: ResolvedImage, inputs: BuildInputs)
     note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
     note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
-    network = fabric(image.fabric)
-    install_fabric = platforms.get(image.accelerator).collective.over(network).install
-    if install_fabric:
-        steps.append(Step(f"the fabric ({network.name}): {network.summary}", install_fabric))
+    network = stack.fabric
+    if stack.network.install:
+        steps.append(Step(f"the fabric ({network.name}): {network.summary}", stack.network.install))
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
         steps.append(

@@ -15,24 +15,21 @@ plan at all: its actions name the bundle's secret files instead.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.cluster.nodelist import count_nodelist
 from builder.errors import UsageError
-from builder.fabrics import fabric
-from builder.launch import launchers
+from builder.launch import launchers, runtimes
 from builder.launch.launchers.base import LaunchContext
-from builder.launch.runtimes import RUNTIMES, Setup, runtime
+from builder.launch.runtimes import Setup
 from builder.launch.secrets import secret_names, without_secrets
-from builder.spec.check import launcher_problems
 
 if TYPE_CHECKING:
     from builder.launch.actions import Action
-    from builder.launch.launchers.base import Launcher
-    from builder.launch.runtimes import Runtime
+    from builder.launch.launchers.base import LauncherCommand
+    from builder.resolved import Resolved
     from builder.spec.records import Spec
 
 Role = Literal["start", "launch", "run"]
@@ -104,12 +101,11 @@ class LaunchPlan:
         return "".join(lines)
 
 
-def network_warnings(spec: Spec) -> list[str]:
+def network_warnings(resolved: Resolved) -> list[str]:
     """What the run's network settings leave to chance (printed, not refused: a single
     node, or a site whose interfaces are all usable, is fine without them)."""
-    platform = platforms.get(spec.image.accelerator)
-    launch = spec.launch
-    unset = [name for name in platform.socket_variables if name not in launch.env]
+    launch = resolved.spec.launch
+    unset = [name for name in resolved.platform.socket_variables if name not in launch.env]
     if launch.socket_ifname or not unset or sum(map(count_nodelist, launch.nodes)) < 2:
         return []
     return [
@@ -119,15 +115,15 @@ def network_warnings(spec: Spec) -> list[str]:
     ]
 
 
-def plan_warnings(spec: Spec, runtime_name: str | None = None) -> list[str]:
-    """What a plan of spec (under runtime_name, else its own runtime) leaves to chance or
-    ignores: the network settings, and a launch.sif that this runtime does not read."""
-    warnings = network_warnings(spec)
-    name = runtime_name or spec.launch.runtime
-    if spec.launch.sif and runtime(name).pulls:
+def plan_warnings(resolved: Resolved) -> list[str]:
+    """What a plan of the resolved stack leaves to chance or ignores: the network
+    settings, and a launch.sif that its runtime does not read."""
+    warnings = network_warnings(resolved)
+    run = resolved.runtime
+    if resolved.spec.launch.sif and run.pulls:
         warnings.append(
-            f"launch.sif {spec.launch.sif} is ignored: runtime {name} runs the image, and "
-            "only apptainer and singularity run a SIF"
+            f"launch.sif {resolved.spec.launch.sif} is ignored: runtime {run.name} runs the "
+            "image, and only apptainer and singularity run a SIF"
         )
     return warnings
 
@@ -136,35 +132,23 @@ def supported() -> list[tuple[str, str]]:
     """Every (runtime, launcher) pair a plan can be made for: launchers that reach the
     nodes over ssh need a runtime whose nodes serve it."""
     return [
-        (name, launcher.name)
-        for name in RUNTIMES
+        (run.name, launcher.name)
+        for run in runtimes.every()
         for launcher in launchers.every()
-        if runtime(name).serves_ssh or not launcher.over_ssh
+        if run.serves_ssh or not launcher.over_ssh
     ]
 
 
-def chosen(
-    spec: Spec, runtime_name: str | None, launcher_name: str | None
-) -> tuple[Runtime, Launcher]:
-    """The runtime and launcher of a run (the spec's, or the overrides), checked together
-    and against the image, as the spec's own are."""
-    run = runtime(runtime_name or spec.launch.runtime)
-    name = launcher_name or spec.launch.launcher
-    if name not in launchers.names():
-        raise UsageError(f"--launcher {name!r}: choose one of {', '.join(launchers.names())}")
-    launcher = launchers.get(name)
+def check_pair(resolved: Resolved) -> None:
+    """The runtime can run the launcher: one that reaches the nodes over ssh needs nodes
+    that serve it (checked where a run is planned; rendering and building need no run)."""
+    run, name = resolved.runtime, resolved.launcher.name
     if (run.name, name) not in supported():
         pairs = [f"{r}+{n}" for r, n in supported()]
         raise UsageError(
             f"launcher {name!r} with runtime {run.name!r} is not supported yet (it reaches the "
             f"nodes over ssh, which {run.name} does not serve); supported: {', '.join(pairs)}"
         )
-    problems = launcher_problems(spec.image, replace(spec.launch, launcher=name))
-    if problems:
-        raise UsageError(
-            f"launcher {name}: " + "; ".join(f"{path}: {what}" for path, what in problems)
-        )
-    return run, launcher
 
 
 CACHE_FOLDERS = (
@@ -184,64 +168,77 @@ def cache_environment(spec: Spec) -> dict[str, str]:
     return {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
 
 
-def setup_of(spec: Spec, image: str, cluster_dir: str | None, launcher: Launcher) -> Setup:
+def setup_of(resolved: Resolved, image: str, cluster_dir: str | None) -> Setup:
     """What every node's runtime takes: the run's environment without its secrets, which
     the runtimes read from the bundle's 0600 files (``launch.secrets``), the fabric's
     flags, and the cluster folder only for a launcher that reads it."""
-    env = without_secrets(
-        {**cache_environment(spec), **platforms.run_environment(spec)}, spec.launch
-    )
+    spec, launcher = resolved.spec, resolved.launcher
+    env = without_secrets({**cache_environment(spec), **resolved.run_environment()}, spec.launch)
     return Setup(
         spec=spec,
+        platform=resolved.platform,
         image=image,
         cluster_dir=cluster_dir,
-        fabric=platforms.get(spec.image.accelerator)
-        .collective.over(fabric(spec.image.fabric))
-        .docker_flags,
+        fabric=resolved.network.docker_flags,
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
         bind_cluster=launcher.over_ssh or launcher.reads_dsenv,
     )
 
 
-def launch_plan(
-    spec: Spec,
-    *,
-    image: str,
-    cluster_dir: str,
-    runtime: str | None = None,
-    launcher: str | None = None,
-) -> LaunchPlan:
-    """The plan for spec's launch section, with runtime/launcher overrides."""
-    run, chosen_launcher = chosen(spec, runtime, launcher)
-    launch = spec.launch
-    nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
-    master = launch.master_addr or nodes[0]
-    setup = setup_of(spec, image, cluster_dir, chosen_launcher)
+@dataclass(frozen=True)
+class Placement:
+    """Where the launcher's ranks meet: the nodes in rank order (none where only the
+    scheduler knows them), the master, the rendezvous id, and, where the scheduler's
+    shell fills them in, the node count and the rendezvous endpoint."""
+
+    nodes: tuple[str, ...]
+    master: str
+    rdzv_id: str
+    nnodes: str = ""
+    endpoint: str = ""
+
+
+def prepare(
+    resolved: Resolved, image: str, cluster_dir: str, placement: Placement
+) -> tuple[Setup, LauncherCommand]:
+    """The runtime's setup and the launcher's command for a run placed so: what the ssh
+    plan and every scheduler's script are made from."""
+    setup = setup_of(resolved, image, cluster_dir)
     context = LaunchContext(
-        spec=spec,
-        nodes=nodes,
-        master=master,
-        cluster=run.cluster_path(cluster_dir),
-        rdzv_id=spec.name,
+        spec=resolved.spec,
+        nodes=placement.nodes,
+        master=placement.master,
+        cluster=resolved.runtime.cluster_path(cluster_dir),
+        rdzv_id=placement.rdzv_id,
+        nnodes=placement.nnodes,
+        endpoint=placement.endpoint,
         env=setup.env,
         secrets=setup.secrets,
     )
-    chosen_launcher.check_cluster(context.cluster)
-    command = chosen_launcher.command(context)
+    resolved.launcher.check_cluster(context.cluster)
+    return setup, resolved.launcher.command(context)
+
+
+def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPlan:
+    """The plan of the resolved stack's run, node by node."""
+    check_pair(resolved)
+    run, launcher, launch = resolved.runtime, resolved.launcher, resolved.spec.launch
+    nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
+    master = launch.master_addr or nodes[0]
+    placement = Placement(nodes, master, resolved.spec.name)
+    setup, command = prepare(resolved, image, cluster_dir, placement)
     steps: list[NodeStep] = []
-    if chosen_launcher.over_ssh:
+    if launcher.over_ssh:
         for node in nodes:
             start = run.start(setup)
             if start is not None:
                 steps.append(NodeStep(node, "start", start, "start the node's container (sshd)"))
-        purpose = f"the launcher ({chosen_launcher.reaches_with} reaches the rest)"
+        purpose = f"the launcher ({launcher.reaches_with} reaches the rest)"
         action = run.exec(setup, command)
         steps.append(NodeStep(nodes[0], "launch", action, purpose, run.stop(action)))
     else:
         action = run.run(setup, command)
-        purpose = run.purpose(chosen_launcher.name)
+        purpose = run.purpose(launcher.name)
         steps += [NodeStep(node, "run", action, purpose, run.stop(action)) for node in nodes]
-    return LaunchPlan(
-        run.name, chosen_launcher.name, nodes, master, tuple(steps), run.host_paths(setup)
-    )
+    return LaunchPlan(run.name, launcher.name, nodes, master, tuple(steps), run.host_paths(setup))

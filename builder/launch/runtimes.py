@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from builder import platforms
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError
 from builder.launch.actions import (
@@ -43,6 +42,7 @@ from builder.launch.sif import sif_name
 if TYPE_CHECKING:
     from builder.launch.actions import Action, Env
     from builder.launch.launchers.base import LauncherCommand
+    from builder.platforms.base import Platform
     from builder.spec.records import Spec
 
 
@@ -51,6 +51,7 @@ class Setup:
     """What every node's runtime takes from the plan."""
 
     spec: Spec
+    platform: Platform
     image: str
     cluster_dir: str | None
     fabric: tuple[str, ...] = ()
@@ -182,7 +183,7 @@ class Docker(Runtime):
         return ContainerStart(
             image=setup.image,
             name=container_name(setup.spec),
-            flags=platforms.get(setup.spec.image.accelerator).docker_flags,
+            flags=setup.platform.docker_flags,
             fabric=setup.fabric,
             binds=setup.binds,
             env=setup.env,
@@ -248,7 +249,7 @@ class Apptainer(Runtime):
             program=self.name,
             sif=setup.spec.launch.sif or sif_name(setup.image),
             command=command.argv,
-            flags=platforms.get(setup.spec.image.accelerator).apptainer_flags,
+            flags=setup.platform.apptainer_flags,
             binds=setup.binds,
             env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
             env_file=setup.secret_file(SECRETS_SH),
@@ -316,8 +317,17 @@ class Bare(Runtime):
         return f"{launcher} (the same on every node)"
 
 
-_RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Docker(), Apptainer(), Singularity(), Bare())}
+DOCKER = Docker()
+"""What a rehearsal's containers run (its nodes are this machine's engine's)."""
+BARE = Bare()
+"""The nodes' own environment (a rehearsal's slurmd containers run the image)."""
+_RUNTIMES: dict[str, Runtime] = {r.name: r for r in (DOCKER, Apptainer(), Singularity(), BARE)}
 RUNTIMES = tuple(_RUNTIMES)
+
+
+def every() -> tuple[Runtime, ...]:
+    """Every runtime, in RUNTIMES order."""
+    return tuple(_RUNTIMES.values())
 
 
 def runtime(name: str) -> Runtime:

@@ -18,7 +18,7 @@ from builder.lint.findings import FAILING_LEVELS, Finding, LintReport, sort_key
 from builder.lint.hadolint import run_hadolint
 
 if TYPE_CHECKING:
-    from builder.spec.loader import Stack
+    from builder.resolved import Resolved
 
 
 def lint_dockerfile(text: str, file: str = "Dockerfile") -> list[Finding]:
@@ -31,8 +31,9 @@ def lint_deffile(text: str, file: str) -> list[Finding]:
     return sorted(check_deffile(text, file), key=sort_key)
 
 
-def lint_stack(stack: Stack, fmt: str = "all") -> LintReport:
-    """Render the stack's outputs for fmt in memory and lint every Dockerfile and .def."""
+def lint_stack(resolved: Resolved, fmt: str = "all") -> LintReport:
+    """Render the resolved stack's outputs for fmt in memory and lint every Dockerfile and
+    .def."""
     if fmt not in FORMATS:
         raise UsageError(
             f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}",
@@ -41,7 +42,7 @@ def lint_stack(stack: Stack, fmt: str = "all") -> LintReport:
         )
     findings: list[Finding] = []
     checked: list[str] = []
-    for out in render_outputs(stack, fmt):
+    for out in render_outputs(resolved, fmt):
         if out.path == DOCKERFILE:
             findings += lint_dockerfile(out.text, out.path)
             checked += [f"{out.path}: hadolint", f"{out.path}: buildkit"]

@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.errors import NotInEngine, UsageError
-from builder.image.inputs import with_base
 from builder.image.recipe import spec_hash
 from builder.lock.file import Lock, lock_path, read_lock
 
@@ -46,13 +45,14 @@ def check_base(lock: Lock, engine: Engine) -> None:
 def with_lock(
     stack: Stack, inputs: BuildInputs, spec_path: Path | None, engine: Engine | None
 ) -> BuildInputs:
-    """inputs holding the spec's lock (stack.lock beside stack.yaml), checked; unchanged
-    when there is none. Without an engine (rendering), the base image is not checked."""
+    """inputs holding the spec's lock (stack.lock beside stack.yaml), checked against the
+    stack (its --base-image already applied); unchanged when there is none. Without an
+    engine (rendering), the base image is not checked."""
     path = lock_path(spec_path) if spec_path is not None else None
     if path is None or not path.is_file():
         return inputs
     lock = read_lock(path)
-    check_lock(lock, spec_hash(with_base(stack, inputs)), str(path))
+    check_lock(lock, spec_hash(stack), str(path))
     if engine is not None:
         check_base(lock, engine)
     return replace(inputs, lock=lock)

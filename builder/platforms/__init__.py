@@ -11,14 +11,12 @@ from functools import cache
 from typing import TYPE_CHECKING, cast
 
 from builder.collectives import gloo
-from builder.fabrics import fabric
 from builder.platforms.base import Platform
 from builder.plugins import load, plugin_modules
 
 if TYPE_CHECKING:
     from builder.collectives import Collective
     from builder.model import Extra
-    from builder.spec.records import Spec
 
 
 @cache
@@ -73,15 +71,14 @@ def env_prefixes() -> tuple[str, ...]:
     return tuple(sorted(set(found)))
 
 
-def run_environment(spec: Spec) -> dict[str, str]:
-    """What every rank's environment gets: the platform's advice, the fabric's, the
-    interface of launch.socket_ifname for each of its collective libraries, then
-    launch.env."""
-    platform = get(spec.image.accelerator)
-    interface = spec.launch.socket_ifname
-    sockets = dict.fromkeys(platform.socket_variables, interface) if interface else {}
-    network = platform.collective.over(fabric(spec.image.fabric)).env
-    return {**platform.run_env(), **network, **sockets, **spec.launch.env}
+def named(name: str | None) -> Platform | None:
+    """The platform an image's label names, or None where builder knows no such platform."""
+    return get(name) if name in names() else None
+
+
+def stand_in_of(platform: Platform) -> Platform:
+    """What a rehearsal runs platform as, on a machine without its hardware."""
+    return get(platform.stand_in)
 
 
 __all__ = [
@@ -90,8 +87,9 @@ __all__ = [
     "env_prefixes",
     "every",
     "get",
+    "named",
     "names",
     "owner",
-    "run_environment",
+    "stand_in_of",
     "version_keys",
 ]

@@ -18,20 +18,18 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
 from builder.errors import Interrupted, UsageError, shown
-from builder.launch.bundle import launch_script, needed_files, write_bundle
 from builder.launch.plan import launch_plan
-from builder.launch.runtimes import runtime
 from builder.output import OutputFile, write_files
 from builder.payload import payload_text
 from builder.preflight.probe import FILES, PROBE, expected_of, probe_args
 from builder.preflight.report import Finding, judge
 from builder.rehearse.session import tail
 from builder.rehearse.ssh import node_lines, pdsh_failures
+from builder.schedulers.ssh import launch_script, needed_files, write_bundle
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from builder.launch.plan import LaunchPlan
     from builder.preflight.probe import Settings
     from builder.preflight.report import Preflight
+    from builder.resolved import Resolved
     from builder.spec.records import Spec
 
 FOLDER = "preflight"
@@ -53,12 +52,13 @@ STEP_TIMEOUT = 120.0
 """A node's start step (docker run --detach) and each cleanup step."""
 
 
-def preflight_spec(spec: Spec, cluster_dir: str, settings: Settings) -> Spec:
-    """spec's run with the probe as its script (see the module's doc)."""
+def preflight_stack(resolved: Resolved, cluster_dir: str, settings: Settings) -> Resolved:
+    """The resolved stack's run with the probe as its script (see the module's doc)."""
+    spec = resolved.spec
     launch = spec.launch
     folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
     mounts, script = launch.mounts, f"{folder}/{PROBE}"
-    if runtime(launch.runtime).isolated:
+    if resolved.runtime.isolated:
         workdir = spec.image.workdir.rstrip("/") + "/"
         if launch.code and f"{MOUNT}/".startswith(workdir):
             raise UsageError(
@@ -66,9 +66,9 @@ def preflight_spec(spec: Spec, cluster_dir: str, settings: Settings) -> Spec:
                 "probe, and launch.code is bound there: choose a workdir such as /workspace"
             )
         mounts, script = (*mounts, Mount(folder, MOUNT, read_only=True)), f"{MOUNT}/{PROBE}"
-    args = probe_args(spec.image.accelerator, launch.slots, settings)
+    args = probe_args(resolved.platform, launch.slots, settings)
     probe = replace(launch, script=script, args=args, mounts=mounts)
-    return replace(spec, name=f"{spec.name}-preflight", launch=probe)
+    return resolved.with_spec(replace(spec, name=f"{spec.name}-preflight", launch=probe))
 
 
 def check_bundle(spec: Spec, cluster_dir: Path) -> None:
@@ -98,7 +98,7 @@ class ClusterPreflight:
 
     def __init__(
         self,
-        spec: Spec,
+        resolved: Resolved,
         *,
         image: str,
         cluster_dir: Path,
@@ -106,13 +106,14 @@ class ClusterPreflight:
         ssh: Ssh,
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
-        self.spec = spec
+        self.resolved = resolved
+        self.spec = resolved.spec
         self.image = image
         self.folder = cluster_dir.resolve()
         self.settings = settings
         self.say = say
         self.nodes = Nodes(ssh, say)
-        self.probe = preflight_spec(spec, str(self.folder), settings)
+        self.probe = preflight_stack(resolved, str(self.folder), settings)
         self.plan: LaunchPlan = launch_plan(self.probe, image=image, cluster_dir=str(self.folder))
         self.script = str(self.folder / FOLDER / "launch.sh")
         self.phases: list[tuple[str, float]] = []
@@ -124,7 +125,7 @@ class ClusterPreflight:
         if self.folder.exists():
             check_bundle(self.spec, self.folder)
         else:
-            written += write_bundle(self.spec, self.folder, image=self.image, force=False)
+            written += write_bundle(self.resolved, self.folder, image=self.image, force=False)
             self.say(
                 f"wrote the bundle to {self.folder}: every node needs it at this path "
                 "(shared storage, or copy it)"
@@ -164,11 +165,11 @@ class ClusterPreflight:
             self._cleanup_once_more()
             raise
         expected = expected_of(
-            self.spec.image.accelerator,
+            self.resolved.platform,
             self.plan.nodes,
             self.spec.launch.slots,
-            fabric=self.spec.image.fabric,
-            env=platforms.run_environment(self.spec),
+            fabric=self.resolved.fabric.name,
+            env=self.resolved.run_environment(),
             settings=self.settings,
         )
         result = judge(output, expected, faults)
@@ -268,7 +269,7 @@ class ClusterPreflight:
         """Remove the containers the start steps left (stop: first run launch.sh's stop,
         for a probe that failed, hung or was interrupted; runs: the run steps' named
         containers too, which are otherwise removed as they end)."""
-        run = runtime(self.plan.runtime)
+        run = self.resolved.runtime
         if stop:
             self._stop()
         removals = {}

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from builder import platforms
 from builder.errors import UsageError
 from builder.preflight.report import Expected
+
+if TYPE_CHECKING:
+    from builder.platforms.base import Platform
 
 PROBE = "preflight.py"
 FILES = (PROBE, "preflight_devices.py", "collect.py")
@@ -73,11 +76,10 @@ class Settings:
 
 
 def probe_args(
-    accelerator: str, slots: int, settings: Settings, threads: int | None = None
+    platform: Platform, slots: int, settings: Settings, threads: int | None = None
 ) -> tuple[str, ...]:
-    """The probe's arguments for a run on accelerator's platform (threads: CPU threads per
-    rank, where nodes share a machine's cores; else each node's cores over its ranks)."""
-    platform = platforms.get(accelerator)
+    """The probe's arguments for a run on platform (threads: CPU threads per rank, where
+    nodes share a machine's cores; else each node's cores over its ranks)."""
     args: tuple[str, ...] = (
         "--device",
         platform.torch_device,
@@ -96,7 +98,7 @@ def probe_args(
 
 
 def expected_of(
-    accelerator: str,
+    platform: Platform,
     nodes: tuple[str, ...],
     slots: int,
     *,
@@ -104,9 +106,8 @@ def expected_of(
     env: dict[str, str],
     settings: Settings,
 ) -> Expected:
-    """What the probe's reports should show for a run on accelerator's platform with the
-    run's environment (env: NCCL_NET is the transport NCCL must use)."""
-    platform = platforms.get(accelerator)
+    """What the probe's reports should show for a run on platform with the run's
+    environment (env: NCCL_NET is the transport NCCL must use)."""
     library = platform.collective
     net = env.get(library.net_variable) if library.net_variable else None
     return Expected(

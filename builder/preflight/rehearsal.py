@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.errors import Interrupted, NotInEngine
+from builder.fabrics import NONE
 from builder.payload import payload_path
 from builder.preflight.probe import PROBE, expected_of, probe_args
 from builder.preflight.report import Finding, Preflight, judge
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from builder.engine.base import Engine
     from builder.preflight.probe import Settings
     from builder.rehearse.session import Node
-    from builder.spec.records import Spec
+    from builder.resolved import Resolved
 
 
 class RehearsedPreflight:
@@ -34,28 +35,26 @@ class RehearsedPreflight:
 
     def __init__(
         self,
-        spec: Spec,
+        resolved: Resolved,
         *,
         image: str,
         engine: Engine,
         nodes: int,
         settings: Settings,
-        launcher: str | None = None,
         keep: bool = False,
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
-        self.spec = spec
+        self.spec = resolved.spec
         self.settings = settings
-        self.stand_in = platforms.get(spec.image.accelerator).stand_in
+        self.stand_in = platforms.stand_in_of(resolved.platform)
         self.rehearsal = Rehearsal(
-            spec,
+            resolved,
             image=image,
             engine=engine,
             nodes=nodes,
-            launcher=launcher or spec.launch.launcher,
             script=str(payload_path(PROBE)),
             # the nodes share this machine's cores: one thread per rank, no oversubscription
-            args=probe_args(self.stand_in, spec.launch.slots, settings, threads=1),
+            args=probe_args(self.stand_in, resolved.spec.launch.slots, settings, threads=1),
             timeout=settings.timeout,
             keep=keep,
             say=say,
@@ -70,13 +69,13 @@ class RehearsedPreflight:
 
     def job(self) -> Preflight:
         outcome = self.rehearsal.job()
-        workload = self.rehearsal.workload.spec
+        workload = self.rehearsal.workload.resolved
         expected = expected_of(
             self.stand_in,
             outcome.nodes,
-            workload.launch.slots,
-            fabric="none",  # a rehearsal's containers get no fabric
-            env=platforms.run_environment(workload),
+            workload.spec.launch.slots,
+            fabric=NONE,  # a rehearsal's containers get no fabric
+            env=workload.run_environment(),
             settings=self.settings,
         )
         cores = os.cpu_count() or 1
@@ -114,7 +113,7 @@ class RehearsedPreflight:
 
 
 def rehearsed_preflight(
-    spec: Spec,
+    resolved: Resolved,
     *,
     image: str,
     engine: Engine,
@@ -125,11 +124,12 @@ def rehearsed_preflight(
     """Preflight on nodes rehearsal containers of image; always torn down."""
     if not engine.exists(image):
         raise NotInEngine(
-            f"image {image} is not in the local engine: build it with `builder build` first"
+            f"image {image} is not in the local engine: build it with `builder build` first",
+            image=image,
         )
     try:
         with RehearsedPreflight(
-            spec, image=image, engine=engine, nodes=nodes, settings=settings, say=say
+            resolved, image=image, engine=engine, nodes=nodes, settings=settings, say=say
         ) as run:
             run.up()
             return run.job()

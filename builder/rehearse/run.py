@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING, Protocol
 from builder.contract import PRESET_LABEL, SSH_PORT_LABEL
 from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.launch import launchers
-from builder.launch.bundle import launch_script, needed_files
 from builder.launch.plan import launch_plan
 from builder.rehearse.session import Session
 from builder.rehearse.slurm import SlurmCluster
 from builder.rehearse.ssh import OverSsh
 from builder.rehearse.staging import on_nodes, workload_of, write_workload
 from builder.rehearse.torchrun import EveryNode
-from builder.spec.loader import load_preset
+from builder.resolved import resolve
+from builder.schedulers import slurm
+from builder.schedulers.ssh import launch_script, needed_files
+from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_names
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from builder.engine.base import Engine
     from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Outcome
+    from builder.resolved import Resolved
     from builder.spec.records import Spec
 
 SLURM = "slurm"
@@ -58,42 +61,47 @@ def rehearsal_launchers() -> tuple[str, ...]:
     return (*(one.name for one in launchers.every() if one.rehearsal is None), SLURM)
 
 
+def why_not_rehearsed(launcher: str) -> str:
+    """Why the launcher called so cannot be rehearsed here, for a refusal ("" if it can)."""
+    why = launchers.rehearsal_refusal(launcher)
+    return f" ({why})" if why else ""
+
+
 class Rehearsal:
     """One rehearsal: ``up()`` (bundle, network, nodes), ``job()``, then ``close()``
     (or use it as a context manager; ``keep`` leaves everything up)."""
 
     def __init__(
         self,
-        spec: Spec,
+        resolved: Resolved,
         *,
         image: str,
         engine: Engine,
         nodes: int,
-        launcher: str,
         script: str | None = None,
         args: Sequence[str] = (),
         timeout: float = 300.0,
         keep: bool = False,
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
-        choices = rehearsal_launchers()
-        if launcher not in choices:
-            why = ""
-            if launcher in launchers.names():
-                why = f" ({launchers.get(launcher).rehearsal})"
-            raise UsageError(f"--launcher {launcher!r}: choose one of {', '.join(choices)}{why}")
+        launcher = resolved.launcher
+        if launcher.rehearsal is not None:
+            raise UsageError(
+                f"--launcher {launcher.name!r}: choose one of "
+                f"{', '.join(rehearsal_launchers())} ({launcher.rehearsal})"
+            )
         if not 1 <= nodes <= MAX_NODES:
             raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
         self.image = image
         self.keep = keep
-        self.session = Session(engine, nodes=nodes, launcher=launcher, timeout=timeout, say=say)
-        runs = next(one for one in launchers.every() if one.batch) if launcher == SLURM else None
-        self.launcher = runs.name if runs else launcher
-        self.slurm = launcher == SLURM
+        self.slurm = resolved.scheduler.batch
+        shown = SLURM if self.slurm else launcher.name
+        self.session = Session(engine, nodes=nodes, launcher=shown, timeout=timeout, say=say)
+        self.launcher = launcher
         self.workload = workload_of(
-            spec,
+            resolved,
             self.session,
-            self.launcher,
+            launcher,
             script,
             tuple(args),
             slurm=self.slurm,
@@ -115,14 +123,14 @@ class Rehearsal:
     def prepare(self) -> Strategy:
         """The bundle (with ``rehearsal.sh``, its launch.sh for these nodes), the network
         and the image's tools: all but the nodes."""
-        session, spec = self.session, self.workload.spec
+        session, resolved = self.session, self.workload.resolved
         files = write_workload(self.workload, session, self.image)
         session.say(
             f"bundle for {len(session.nodes)} nodes in {session.folder} ({len(files)} files)"
         )
-        plan = launch_plan(spec, image=self.image, cluster_dir=str(session.folder))
-        self.plan = on_nodes(plan, session, spec)
-        script = launch_script(self.plan, str(session.folder), needed_files(spec))
+        plan = launch_plan(resolved, image=self.image, cluster_dir=str(session.folder))
+        self.plan = on_nodes(plan, session, resolved)
+        script = launch_script(self.plan, str(session.folder), needed_files(resolved.spec))
         self.script.write_text(script)
         session.engine.create_network(session.network)
         session.phase("prepare")
@@ -130,7 +138,7 @@ class Rehearsal:
         session.phase("image check")
         if self.slurm:
             return SlurmCluster(session, self.workload, self.image)
-        if launchers.get(self.launcher).over_ssh:
+        if self.launcher.over_ssh:
             return OverSsh(session, self.workload, self.plan)
         return EveryNode(session, self.workload, self.plan)
 
@@ -162,7 +170,7 @@ class Rehearsal:
 
     def _check_image(self) -> None:
         """The image has what the launcher needs (a clear message when it does not)."""
-        needs = launchers.get(self.launcher).tools
+        needs = self.launcher.tools
         probe = "for t in " + " ".join(needs) + '; do command -v "$t" >/dev/null || echo "$t"; done'
         try:
             found = self.session.engine.run(self.image, ["-c", probe], entrypoint=["/bin/sh"])
@@ -178,24 +186,33 @@ class Rehearsal:
             )
 
 
-def rehearsal_spec(spec: Spec | None, image_labels: dict[str, str]) -> Spec:
-    """The spec to rehearse: the given one; else the preset the image was built from
+def rehearsal_stack(stack: Stack | Spec | None, image_labels: dict[str, str]) -> Stack | Spec:
+    """The stack to rehearse: the given one; else the preset the image was built from
     (its label); else cpu-deepspeed's launch with the image's ssh port."""
-    if spec is not None:
-        return spec
+    if stack is not None:
+        return stack
     preset = image_labels.get(PRESET_LABEL)
     if preset in preset_names():
-        return load_preset(preset).spec
-    generic = load_preset("cpu-deepspeed").spec
+        return load_preset(preset)
+    generic = load_preset("cpu-deepspeed")
     port = image_labels.get(SSH_PORT_LABEL)
     if port and port.isdigit():
-        ssh = replace(generic.image.ssh, port=int(port))
-        generic = replace(generic, image=replace(generic.image, ssh=ssh))
+        image = generic.spec.image
+        image = replace(image, ssh=replace(image.ssh, port=int(port)))
+        generic = replace(generic, spec=replace(generic.spec, image=image))
     return generic
 
 
+def rehearsal_of(stack: Stack | Spec, launcher: str | None) -> Resolved:
+    """The stack resolved for a rehearsal with launcher (the spec's by default): slurm
+    rehearses the Slurm scheduler with the launcher its batch tasks run."""
+    if launcher == SLURM:
+        return resolve(stack, launcher_name=slurm.BATCH_LAUNCHER.name, scheduler_name=SLURM)
+    return resolve(stack, launcher_name=launcher)
+
+
 def rehearse(
-    spec: Spec | None,
+    stack: Stack | Spec | None,
     *,
     image: str | None,
     engine: Engine,
@@ -207,23 +224,24 @@ def rehearse(
     keep: bool = False,
     say: Callable[[str], None] = lambda _: None,
 ) -> Outcome:
-    """Rehearse spec's run (or the image's) on nodes containers; always torn down
+    """Rehearse the stack's run (or the image's) on nodes containers; always torn down
     unless keep."""
+    spec = stack.spec if isinstance(stack, Stack) else stack
     reference = image or (f"{spec.image.name}:{spec.image.tag}" if spec else None)
     if reference is None:
         raise UsageError("say what to rehearse: a spec file, --preset NAME or --image NAME:TAG")
     if not engine.exists(reference):
         raise NotInEngine(
             f"image {reference} is not in the local engine: build it with `builder build` "
-            "(or pull it) first"
+            "(or pull it) first",
+            image=reference,
         )
-    spec = rehearsal_spec(spec, engine.image(reference).labels)
+    resolved = rehearsal_of(rehearsal_stack(stack, engine.image(reference).labels), launcher)
     rehearsal = Rehearsal(
-        spec,
+        resolved,
         image=reference,
         engine=engine,
         nodes=nodes,
-        launcher=launcher or spec.launch.launcher,
         script=script,
         args=args,
         timeout=timeout,

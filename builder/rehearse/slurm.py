@@ -15,13 +15,16 @@ import os
 import re
 import secrets
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.contract import CLUSTER_DIR, REHEARSAL_BASE_LABEL
 from builder.engine.build import run_build
 from builder.errors import BuildError
-from builder.launch.slurm import sbatch_script
+from builder.launch.runtimes import BARE
 from builder.output import OutputFile
+from builder.resolved import resolve
+from builder.schedulers.slurm import SCHEDULER, sbatch_script
 
 if TYPE_CHECKING:
     from builder.engine.base import Engine
@@ -126,13 +129,13 @@ class SlurmCluster:
         (folder / "start.sh").write_text(
             START.format(folder=CLUSTER_DIR, controller=CONTROLLER, logs=LOGS)
         )
-        script = sbatch_script(
-            self.workload.spec,
-            image=self.image,
-            cluster_dir=CLUSTER_DIR,
-            source="builder rehearse",
-            runtime="none",
+        # the nodes are slurmd containers whose environment is the image: runtime none
+        workload = resolve(
+            replace(self.workload.resolved.stack, source="builder rehearse"),
+            runtime_name=BARE.name,
+            scheduler_name=SCHEDULER.name,
         )
+        script = sbatch_script(workload, image=self.image, cluster_dir=CLUSTER_DIR)
         (folder / "job.sbatch").write_text(script)
 
     def _start(self, hostname: str, name: str, image: str) -> bool:

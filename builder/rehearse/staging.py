@@ -26,19 +26,22 @@ from typing import TYPE_CHECKING
 from builder import platforms
 from builder.cluster.dsenv import dsenv_for
 from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
-from builder.launch import launchers
 from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
-from builder.launch.bundle import write_bundle
+from builder.launch.runtimes import DOCKER
 from builder.payload import payload_path
 from builder.rehearse.report import Expected
+from builder.resolved import resolve
+from builder.schedulers.ssh import write_bundle
 from builder.spec.records import Mount
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from builder.launch.actions import Action
+    from builder.launch.launchers.base import Launcher
     from builder.launch.plan import LaunchPlan
     from builder.rehearse.session import Node, Session
+    from builder.resolved import Resolved
     from builder.spec.records import Spec
 
 PROBE = "probe.py"
@@ -58,22 +61,28 @@ class Workload:
     """What the nodes run: the spec the plan is made from, and what the probe expects
     (None: the user's own script, judged by its exit codes only)."""
 
-    spec: Spec
+    resolved: Resolved
     expected: Expected | None
+
+    @property
+    def spec(self) -> Spec:
+        return self.resolved.spec
 
 
 def workload_of(
-    spec: Spec,
+    resolved: Resolved,
     session: Session,
-    launcher: str,
+    launcher: Launcher,
     script: str | None,
     args: tuple[str, ...],
     *,
     slurm: bool = False,
     image_labels: Mapping[str, str] | None = None,
 ) -> Workload:
-    """What the session's nodes run for spec (slurm: as slurmd nodes that see the session
-    folder at the cluster folder's path)."""
+    """What the session's nodes run for the resolved stack, with launcher in docker
+    containers (slurm: as slurmd nodes that see the session folder at the cluster
+    folder's path)."""
+    spec = resolved.spec
     launch = spec.launch
     env = dict(launch.env)
     mounts = list(launch.mounts)
@@ -87,13 +96,13 @@ def workload_of(
         local = Path(script).resolve()
         mounts.append(Mount(str(local.parent), USER_SCRIPTS, read_only=True))
         script = f"{USER_SCRIPTS}/{local.name}"
-    for key, value in platforms.get(spec.image.accelerator).rehearsal_env:
+    for key, value in resolved.platform.rehearsal_env:
         env.setdefault(key, value)
     names = tuple(node.name for node in session.nodes)
     launch = replace(
         launch,
-        launcher=launcher,
-        runtime="docker",
+        launcher=launcher.name,
+        runtime=DOCKER.name,
         nodes=names,
         master_addr=None,
         code=code,
@@ -106,11 +115,11 @@ def workload_of(
     if slurm:
         cpus = replace(launch.slurm, cpus_per_task=os.cpu_count() or 1)
         launch = replace(launch, slurm=cpus)
-    staged = replace(spec, launch=launch)
+    staged = resolve(replace(resolved.stack, spec=replace(spec, launch=launch)))
     if not probe:
         return Workload(staged, None)
-    expected_env = platforms.run_environment(staged)
-    if launchers.get(launcher).reads_dsenv:
+    expected_env = staged.run_environment()
+    if launcher.reads_dsenv:
         expected_env["BUILDER_PROBE_DSENV"] = DSENV_VALUE
     expected = Expected(
         nodes=names,
@@ -127,11 +136,10 @@ def probed_ops(labels: Mapping[str, str]) -> tuple[str, ...]:
     accelerator the rehearsal's ranks run (its platform's stand-in's). A GPU image's ops
     are for its GPUs, and DeepSpeed compiles them again on a CPU; an image without the
     label (built before, or with deepspeed_ops: []) carries none."""
-    accelerator = labels.get(ACCELERATOR_LABEL)
-    if accelerator not in platforms.names():
+    platform = platforms.named(labels.get(ACCELERATOR_LABEL))
+    if platform is None:
         return ()
-    platform = platforms.get(accelerator)
-    if platform.ds_accelerator != platforms.get(platform.stand_in).ds_accelerator:
+    if platform.ds_accelerator != platforms.stand_in_of(platform).ds_accelerator:
         return ()
     carried = labels.get(DEEPSPEED_OPS_LABEL, "").split(",")
     return tuple(op for op in PROBED_OPS if op in carried)
@@ -142,9 +150,9 @@ def write_workload(workload: Workload, session: Session, image: str) -> list[Pat
     `builder dsenv --set` adds one), and the probe with what it expects."""
     for folder in (CODE, CACHE):
         (session.folder / folder).mkdir(exist_ok=True)
-    written = write_bundle(workload.spec, session.folder, image=image, force=True)
+    written = write_bundle(workload.resolved, session.folder, image=image, force=True)
     extra = {"BUILDER_PROBE_DSENV": DSENV_VALUE}
-    (session.folder / DSENV).write_text(dsenv_for(workload.spec, extra, None))
+    (session.folder / DSENV).write_text(dsenv_for(workload.resolved, extra, None))
     if workload.expected is not None:
         shutil.copyfile(payload_path(PROBE), session.folder / CODE / PROBE)
         settings = {
@@ -156,25 +164,29 @@ def write_workload(workload: Workload, session: Session, image: str) -> list[Pat
     return written
 
 
-def on_nodes(plan: LaunchPlan, session: Session, spec: Spec) -> LaunchPlan:
+def on_nodes(plan: LaunchPlan, session: Session, resolved: Resolved) -> LaunchPlan:
     """The plan as the rehearsal runs it on this machine: every step's action and stop
     for its node's container."""
     nodes = {node.name: node for node in session.nodes}
     steps = tuple(
         replace(
             step,
-            action=on_node(step.action, nodes[step.node], session, spec),
-            stop=None if step.stop is None else on_node(step.stop, nodes[step.node], session, spec),
+            action=on_node(step.action, nodes[step.node], session, resolved),
+            stop=(
+                None
+                if step.stop is None
+                else on_node(step.stop, nodes[step.node], session, resolved)
+            ),
         )
         for step in plan.steps
     )
     return replace(plan, steps=steps)
 
 
-def on_node(action: Action, node: Node, session: Session, spec: Spec) -> Action:
+def on_node(action: Action, node: Node, session: Session, resolved: Resolved) -> Action:
     """A plan action as the rehearsal runs it for node on this machine."""
     if isinstance(action, ContainerStart):
-        stand_in = platforms.get(platforms.get(spec.image.accelerator).stand_in)
+        stand_in = platforms.stand_in_of(resolved.platform)
         return replace(
             action,
             name=node.container,

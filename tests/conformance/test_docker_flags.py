@@ -15,6 +15,7 @@ import pytest
 from builder import platforms
 from builder.fabrics import FABRICS
 from builder.launch.plan import launch_plan
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 from tests.conftest import real_tool
@@ -61,7 +62,9 @@ CASES = [
 def test_docker_reads_every_command_of_the_plan(preset: str, fabric: str, launcher: str) -> None:
     spec = load_preset(preset).spec
     spec = replace(spec, image=replace(spec.image, fabric=fabric))
-    plan = launch_plan(spec, image="team/train:1", cluster_dir="/c", launcher=launcher)
+    plan = launch_plan(
+        resolve(spec, launcher_name=launcher), image="team/train:1", cluster_dir="/c"
+    )
     commands = [s.argv for s in plan.steps] + [s.stop_argv for s in plan.steps if s.stop_argv]
     assert commands
     for argv in commands:

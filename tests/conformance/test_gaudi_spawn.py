@@ -26,6 +26,7 @@ from builder.launch.launchers import gaudi_spawn_argv
 from builder.launch.launchers.base import ambiguous_abbreviation
 from builder.launch.launchers.deepspeed import LAUNCH_OPTIONS, RUNNER_OPTIONS
 from builder.launch.plan import launch_plan
+from builder.resolved import resolve
 from builder.spec.check import check_spec
 from builder.spec.loader import load_preset
 from tests.conformance.test_pdsh_path import SHELLS, launch_reads, stand_ins
@@ -73,7 +74,9 @@ def through_runner(
     hostfile = tmp_path / "hostfile"
     hostfile.write_text(hostfile_text(hosts_from_nodes(spec.launch.nodes, spec.launch.slots)))
     if planned:
-        plan = launch_plan(spec, image="img:1", cluster_dir=str(tmp_path), runtime="none")
+        plan = launch_plan(
+            resolve(spec, runtime_name="none"), image="img:1", cluster_dir=str(tmp_path)
+        )
         argv = list(plan.steps[-1].argv)
     else:
         argv = gaudi_spawn_argv(spec.launch, hostfile=str(hostfile), nnodes=3)
@@ -188,7 +191,7 @@ def test_what_bash_would_change_is_refused_and_would_have_changed(
         return  # bash or the parser broke on it: refusing it was right
     assert parsed.user_args != ["--name", value]
     with pytest.raises(UsageError, match=r"launch\.args\[1\]"):
-        launch_plan(spec, image="i:1", cluster_dir=str(tmp_path), runtime="none")
+        launch_plan(resolve(spec, runtime_name="none"), image="i:1", cluster_dir=str(tmp_path))
 
 
 def test_a_master_it_cannot_carry_is_refused_and_any_port_is_taken() -> None:
@@ -200,5 +203,7 @@ def test_a_master_it_cannot_carry_is_refused_and_any_port_is_taken() -> None:
 def test_a_cluster_folder_bash_would_split_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cluster-dir"):
         launch_plan(
-            gaudi_spec(), image="i:1", cluster_dir=str(tmp_path / "my cluster"), runtime="none"
+            resolve(gaudi_spec(), runtime_name="none"),
+            image="i:1",
+            cluster_dir=str(tmp_path / "my cluster"),
         )

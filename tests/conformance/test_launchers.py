@@ -19,6 +19,7 @@ from builder.launch.launchers import deepspeed_argv, torchrun_argv
 from builder.launch.launchers.deepspeed import LAUNCH_OPTIONS, RUNNER_OPTIONS
 from builder.launch.launchers.torchrun import TORCHRUN_OPTIONS
 from builder.launch.plan import launch_plan
+from builder.resolved import resolve
 from builder.spec.check import launcher_problems
 from builder.spec.loader import load_preset
 
@@ -69,11 +70,11 @@ def test_torchrun_static_reads_what_we_meant(torchrun_parser: Any) -> None:
 
 def test_the_planned_launcher_parses_too(deepspeed_runner: Any, torchrun_parser: Any) -> None:
     spec = load_preset("cpu-deepspeed").spec
-    plan = launch_plan(spec, image="img:1", cluster_dir="/c", runtime="docker")
+    plan = launch_plan(resolve(spec, runtime_name="docker"), image="img:1", cluster_dir="/c")
     exec_argv = list(plan.steps[-1].argv)
     launcher = exec_argv[exec_argv.index("deepspeed") + 1 :]
     assert deepspeed_runner.parse_args(launcher).hostfile == "/etc/builder/cluster/hostfile"
-    plan = launch_plan(spec, image="img:1", cluster_dir="/c", launcher="torchrun")
+    plan = launch_plan(resolve(spec, launcher_name="torchrun"), image="img:1", cluster_dir="/c")
     run = list(plan.steps[0].argv)
     assert torchrun_parser.parse_args(run[run.index("torchrun") + 1 :]).nnodes == "2"
 

@@ -29,6 +29,7 @@ from builder.launch.launchers import deepspeed_argv
 from builder.launch.launchers.base import ambiguous_abbreviation
 from builder.launch.launchers.deepspeed import LAUNCH_OPTIONS, RUNNER_OPTIONS
 from builder.launch.plan import launch_plan
+from builder.resolved import resolve
 from builder.spec.check import launcher_problems
 from builder.spec.loader import load_preset
 from tests.conftest import real_tool
@@ -175,7 +176,7 @@ def test_the_script_gets_its_argv(
     script.write_text(f"import json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv))\n")
     spec = load_preset("cpu-deepspeed").spec
     spec = replace(spec, launch=replace(spec.launch, script=str(script), args=TRICKY))
-    plan = launch_plan(spec, image="i:1", cluster_dir="/c", runtime="none")
+    plan = launch_plan(resolve(spec, runtime_name="none"), image="i:1", cluster_dir="/c")
     argv = list(plan.steps[-1].argv)
     argv = argv[argv.index("deepspeed") :]
     cmd, env = pdsh_line(deepspeed_runner, argv, sys.executable)

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+from builder import platforms
 from builder.cli.app import app
 from builder.payload import payload_path
 from builder.preflight.probe import Settings, expected_of, probe_args
@@ -29,7 +30,7 @@ def test_the_probe_runs_under_torchrun_and_passes(tmp_path: Path) -> None:
     for name in ("preflight.py", "preflight_devices.py", "collect.py"):
         shutil.copyfile(payload_path(name), tmp_path / name)
     settings = Settings(quick=True, budget=4)
-    args = probe_args("cpu", 2, settings, threads=1)
+    args = probe_args(platforms.get("cpu"), 2, settings, threads=1)
     run = subprocess.run(
         [
             str(torchrun),
@@ -47,7 +48,9 @@ def test_the_probe_runs_under_torchrun_and_passes(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     # 4 ranks, 2 per "node": the ranks of one node here are one node of the plan
-    want = expected_of("cpu", ("n1", "n2"), 2, fabric="none", env={}, settings=settings)
+    want = expected_of(
+        platforms.get("cpu"), ("n1", "n2"), 2, fabric="none", env={}, settings=settings
+    )
     result = judge(run.stdout, want)
     fails = [f.text() for f in result.findings if f.severity == "fail"]
     rates = ("matmul", "memory copy", "link")  # one machine's cores: judged elsewhere

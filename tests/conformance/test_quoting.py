@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from builder.launch.plan import launch_plan, supported
 from builder.launch.secrets import is_secret_name
-from builder.launch.slurm import sbatch_script
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
 from builder.spec import Mount
-from builder.spec.loader import load_preset
+from builder.spec.loader import Stack, load_preset
 
 text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
 env_values = text.filter(lambda v: "\n" not in v and "\r" not in v)
@@ -56,7 +57,9 @@ def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], dat
         if launcher == "gaudi_spawn":
             continue  # Gaudi only, and refuses such values: see test_gaudi_spawn.py
         plan = launch_plan(
-            spec, image="team/t:1", cluster_dir="/c d", runtime=runtime, launcher=launcher
+            resolve(spec, runtime_name=runtime, launcher_name=launcher),
+            image="team/t:1",
+            cluster_dir="/c d",
         )
         for step in plan.steps:
             assert shell_argv(step.argv) == list(step.argv), (runtime, launcher)
@@ -67,7 +70,11 @@ def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], dat
 def test_slurm_exports_give_the_values_back(env: dict[str, str]) -> None:
     base = load_preset("cuda-torchrun").spec
     spec = replace(base, launch=replace(base.launch, env=env))
-    script = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="none")
+    script = sbatch_script(
+        resolve(Stack(spec, "s", None), runtime_name="none", scheduler_name="slurm"),
+        image="t:1",
+        cluster_dir="/c",
+    )
     # bash reads lines at "\n" only (str.splitlines would also split at \x1e and kin)
     exports = "\n".join(line for line in script.split("\n") if line.startswith("export "))
     # secret names (KEY, *TOKEN*) travel in the bundle's 0600 files: tests/unit/test_secrets.py

@@ -22,6 +22,7 @@ import pytest
 
 from builder.contract import REHEARSAL_LABEL as LABEL
 from builder.errors import EngineUnavailable
+from builder.rehearse.run import rehearsal_of
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from builder.spec.loader import load_preset
 from tests.conftest import run_script, unavailable
@@ -369,11 +370,10 @@ def run_between(
     from builder.rehearse.run import Rehearsal
 
     with Rehearsal(
-        load_preset("cpu-deepspeed").spec,
+        rehearsal_of(load_preset("cpu-deepspeed").spec, launcher),
         image=IMAGE,
         engine=connect(),
         nodes=nodes,
-        launcher=launcher,
         **options,  # type: ignore[arg-type]
     ) as rehearsal:
         rehearsal.up()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from builder.engine.build import build_image
 from builder.engine.progress import PlainProgress
 from builder.image.inputs import load_inputs
+from builder.resolved import resolve
 from builder.spec.loader import Stack, load_preset
 from tests.conftest import run_script
 
@@ -102,8 +103,7 @@ def build_shared(reference: str, inputs: BuildInputs, engine: Engine) -> BuildRe
     with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
         out = sys.stderr if os.environ.get("BUILDER_TEST_VERBOSE") else sink
         return build_image(
-            SHARED[reference](),
-            inputs,
+            resolve(SHARED[reference](), inputs),
             reference=reference,
             engine=engine,
             progress=PlainProgress(out),

@@ -14,6 +14,7 @@ from builder.contract import LABEL_PREFIX
 from builder.image.context import DOCKERFILE, docker_context
 from builder.image.inputs import with_base
 from builder.image.recipe import image_recipe, spec_hash
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from tests.integration.conftest import run_in, saved_layers
 from tests.integration.images import CA_BUNDLE, IMAGE, TORCH
@@ -61,7 +62,7 @@ def test_labels_trace_the_image_to_its_spec(
 ) -> None:
     stack = with_base(load_preset("cpu-deepspeed"), inputs)
     dockerfile = next(
-        f.text for f in docker_context(image_recipe(stack, inputs)) if f.path == DOCKERFILE
+        f.text for f in docker_context(image_recipe(resolve(stack, inputs))) if f.path == DOCKERFILE
     )
     labels = engine.image(IMAGE).labels
     assert labels[f"{LABEL_PREFIX}.spec-hash"] == spec_hash(stack)

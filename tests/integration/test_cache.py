@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from builder.engine.build import build_image
+from builder.resolved import resolve
 from builder.spec.loader import load_preset, load_spec
 from builder.spec.presets import preset_text
 from tests.integration.images import IMAGE
@@ -37,7 +38,7 @@ def test_a_rebuild_with_nothing_changed_reuses_every_layer(
     engine: Engine, inputs: BuildInputs, cpu_image: BuildResult
 ) -> None:
     again = build_image(
-        load_preset("cpu-deepspeed"), inputs, reference=cpu_image.reference, engine=engine
+        resolve(load_preset("cpu-deepspeed"), inputs), reference=cpu_image.reference, engine=engine
     )
     assert again.image_id == cpu_image.image_id
     steps = cacheable(again)
@@ -60,9 +61,9 @@ def test_a_requirements_change_rebuilds_only_what_follows(
     run = f"# run {uuid.uuid4().hex}\n"
     requirements.write_text(run + "six==1.16.0\n")
     tag = "builder-test/cpu-deepspeed:reqs"
-    first = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
+    first = build_image(resolve(load_spec(spec), inputs), reference=tag, engine=engine)
     requirements.write_text(run + "six==1.17.0\n")
-    second = build_image(load_spec(spec), inputs, reference=tag, engine=engine)
+    second = build_image(resolve(load_spec(spec), inputs), reference=tag, engine=engine)
     try:
         steps = cacheable(second)
         first_rebuilt = next(i for i, (_, cached) in enumerate(steps) if not cached)
@@ -92,7 +93,7 @@ def test_a_no_cache_build_of_another_stack_costs_this_one_nothing(
     stack = with_base(load_preset("cpu-deepspeed"), inputs)
     image = stack.spec.image
     other = replace(stack, spec=replace(stack.spec, image=replace(image, apt=(*image.apt, "less"))))
-    files = docker_context(image_recipe(other, inputs))
+    files = docker_context(image_recipe(resolve(other, inputs)))
     dockerfile = next(f for f in files if f.path == DOCKERFILE)
     # its system stage up to the first RUN: the very layers its --no-cache build makes first
     head = dockerfile.text.split("\nRUN ", 1)[0] + "\n"
@@ -104,7 +105,9 @@ def test_a_no_cache_build_of_another_stack_costs_this_one_nothing(
         nocache=True,
     )
     try:
-        again = build_image(load_preset("cpu-deepspeed"), inputs, reference=IMAGE, engine=engine)
+        again = build_image(
+            resolve(load_preset("cpu-deepspeed"), inputs), reference=IMAGE, engine=engine
+        )
         assert again.image_id == cpu_image.image_id
         assert again.cached_steps == len(again.cacheable_steps)
     finally:

@@ -19,6 +19,7 @@ from builder.cli import app
 from builder.engine.build import build_image
 from builder.lint.deffile import check_deffile
 from builder.lock.file import lock_path
+from builder.resolved import resolve
 from builder.spec.loader import load_spec
 from tests.integration.deffile_runner import run_deffile
 from tests.integration.images import BASE_IMAGE, CA_BUNDLE
@@ -60,7 +61,7 @@ def rendered(
     )
     spec.write_text(text)
     (folder / "req.txt").write_text(REQUIREMENT)
-    build_image(load_spec(spec), inputs, reference=REFERENCE, engine=engine)
+    build_image(resolve(load_spec(spec), inputs), reference=REFERENCE, engine=engine)
     locked = CliRunner().invoke(app, ["lock", str(spec), "--image", REFERENCE])
     assert locked.exit_code == 0, locked.stderr
     assert lock_path(spec).is_file()

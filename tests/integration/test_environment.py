@@ -26,6 +26,7 @@ from builder.fingerprint.compare import differences
 from builder.fingerprint.sources import of_container, of_image
 from builder.lock.apply import with_lock
 from builder.lock.file import lock_path
+from builder.resolved import resolve
 from builder.spec.loader import load_spec
 from tests.integration.conftest import run_between
 from tests.integration.images import CA_BUNDLE, IMAGE
@@ -63,7 +64,7 @@ def build_locked(
     locked = with_lock(stack, inputs, spec, engine)
     assert locked.lock is not None
     reference = f"builder-test/locked:{tag}"
-    build_image(stack, locked, reference=reference, engine=engine, nocache=nocache)
+    build_image(resolve(stack, locked), reference=reference, engine=engine, nocache=nocache)
     return reference
 
 

@@ -21,6 +21,7 @@ from builder.engine.build import build_image
 from builder.engine.progress import PlainProgress
 from builder.errors import BuildError
 from builder.fingerprint.sources import of_image
+from builder.resolved import resolve
 from builder.spec.loader import Stack, load_preset
 from tests.integration.images import IMAGE, TORCH
 
@@ -78,8 +79,7 @@ def build(spec: Spec, engine: Engine, inputs: BuildInputs) -> None:
     with open(os.devnull, "w") as sink:  # noqa: PTH123 - a text sink for the progress lines
         verbose = os.environ.get("BUILDER_TEST_VERBOSE")
         build_image(
-            Stack(spec, stack.source, stack.root, None),
-            replace(inputs, base_image=None),  # the framework is the base, not the suite's
+            resolve(Stack(spec, stack.source, stack.root, None), replace(inputs, base_image=None)),
             reference=REFERENCE,
             engine=engine,
             progress=PlainProgress(sys.stderr if verbose else sink),

@@ -23,8 +23,9 @@ from builder.engine import connect
 from builder.preflight.cluster import ClusterPreflight
 from builder.preflight.probe import Settings
 from builder.preflight.rehearsal import RehearsedPreflight
-from builder.rehearse.run import Rehearsal
+from builder.rehearse.run import Rehearsal, rehearsal_of
 from builder.rehearse.ssh import ranks_running
+from builder.resolved import resolve
 from builder.spec.loader import load_preset, load_stack
 from builder.spec.records import Mount
 from tests.conftest import real_tool
@@ -59,7 +60,9 @@ def one_slot() -> Spec:
 def preflight(
     spec: Spec, between: Callable[[RehearsedPreflight], None], settings: Settings = QUICK
 ) -> Preflight:
-    with RehearsedPreflight(spec, image=IMAGE, engine=connect(), nodes=2, settings=settings) as run:
+    with RehearsedPreflight(
+        resolve(spec), image=IMAGE, engine=connect(), nodes=2, settings=settings
+    ) as run:
         run.up()
         between(run)
         return run.job()
@@ -192,7 +195,7 @@ def ssh_nodes(tmp_path: Path, clean: None) -> Iterator[SshNodes]:
     shared.mkdir()
     spec = one_slot()
     hosts = replace(spec, launch=replace(spec.launch, mounts=(Mount(str(shared), str(shared)),)))
-    with Rehearsal(hosts, image=IMAGE, engine=connect(), nodes=2, launcher="deepspeed") as up:
+    with Rehearsal(rehearsal_of(hosts, "deepspeed"), image=IMAGE, engine=connect(), nodes=2) as up:
         up.up()
         session = up.session
         config = tmp_path / "ssh_config"
@@ -218,7 +221,7 @@ def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
     """The real-cluster path: this machine's ssh, the probe's launch.sh, DeepSpeed there
     and pdsh to the rest."""
     run = ClusterPreflight(
-        ssh_nodes.spec,
+        resolve(ssh_nodes.spec),
         image=IMAGE,
         cluster_dir=ssh_nodes.shared / "cluster",
         settings=LENIENT,

@@ -13,6 +13,7 @@ from builder.launch.actions import ContainerStart
 from builder.launch.plan import launch_plan
 from builder.launch.secrets import SECRETS_ENV, secret_files
 from builder.output import write_files
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from tests.conftest import real_tool
 from tests.unit.test_secrets import AWKWARD, SECRET
@@ -38,7 +39,7 @@ def test_docker_reads_secrets_env_back_exactly(base_image: str, tmp_path: Path) 
         argv = [docker, "run", "--rm", "--env-file", env_file, base_image, "printenv", name]
         assert printenv(argv) == value + "\n"
     # the plan's own start action, in the foreground, printing instead of serving sshd
-    plan = launch_plan(spec, image=base_image, cluster_dir=str(tmp_path))
+    plan = launch_plan(resolve(spec), image=base_image, cluster_dir=str(tmp_path))
     start = plan.of_role("start")[0].action
     assert isinstance(start, ContainerStart)
     run = replace(start, name=None, detach=False, remove=True, flags=(), binds=(), command=("env",))

@@ -16,7 +16,7 @@ import pytest
 
 from builder.engine import connect
 from builder.errors import NotInEngine
-from builder.rehearse.run import Rehearsal
+from builder.rehearse.run import Rehearsal, rehearsal_of
 from builder.rehearse.ssh import ranks_running
 from builder.rehearse.staging import USER_SCRIPTS
 from builder.spec.loader import load_preset
@@ -71,11 +71,10 @@ def sleeping(tmp_path: Path, launcher: str) -> tuple[Rehearsal, str]:
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
     rehearsal = Rehearsal(
-        load_preset("cpu-deepspeed").spec,
+        rehearsal_of(load_preset("cpu-deepspeed").spec, launcher),
         image=IMAGE,
         engine=connect(),
         nodes=2,
-        launcher=launcher,
         script=str(script),
     )
     return rehearsal, f"{USER_SCRIPTS}/{script.name}"

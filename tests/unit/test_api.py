@@ -1,5 +1,9 @@
-"""The public Python API (``import builder``): every name resolves, lazily, and the
-README's example runs as written."""
+"""The public Python API (``import builder``): every name resolves, lazily, type
+checkers see the same names as the run time, and the README's example runs as written.
+
+    python tests/unit/test_api.py
+
+rewrites builder/__init__.pyi from builder._EXPORTS (the one list of public names)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,58 @@ import builder
 from builder.errors import SpecError
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+STUB = Path(builder.__file__).with_suffix(".pyi")
+REGENERATE = "python tests/unit/test_api.py"
+
+
+def _kind(name: str) -> tuple[int, str]:
+    """ruff's order for __all__ (RUF022): CONSTANTS, Classes, the rest."""
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
+def stub_text() -> str:
+    """builder/__init__.pyi, generated from builder._EXPORTS."""
+    imports = sorted(
+        (target.partition(":")[0], target.partition(":")[2] or name, name)
+        for name, target in builder._EXPORTS.items()
+    )
+    return "\n".join(
+        [
+            '"""What type checkers read for `import builder`: generated from _EXPORTS in',
+            f"__init__.py, the one list of public names, by `{REGENERATE}`.",
+            "Do not edit; tests/unit/test_api.py checks that the two agree.",
+            '"""',
+            "",
+            "from builder._version import __version__ as __version__",
+            *(f"from {module} import {attr} as {name}" for module, attr, name in imports),
+            "",
+            "__all__ = [",
+            *(f'    "{name}",' for name in sorted(builder.__all__, key=_kind)),
+            "]",
+            "",
+            "_EXPORTS: dict[str, str]",
+            "",
+            "def __dir__() -> list[str]: ...",
+            "",
+        ]
+    )
+
+
+def test_type_checkers_read_the_public_names_from_the_one_list() -> None:
+    """The stub is _EXPORTS as type checkers read it: the same names, each imported from
+    the module and under the name that __getattr__ uses."""
+    assert STUB.read_text() == stub_text(), f"builder/__init__.pyi is stale: run {REGENERATE}"
+    assert builder.__all__ == ["__version__", *builder._EXPORTS]
+    assert len(set(builder.__all__)) == len(builder.__all__)
+
+
+def test_no_constant_of_the_cli_is_public() -> None:
+    """The stdin limit and the option patterns are the command line's business: it takes
+    them from their modules (builder/cli/options.py)."""
+    for name in ("MAX_SPEC_BYTES", "ENV_NAME", "IMAGE_REF", "decode_spec"):
+        assert name not in builder.__all__
+        with pytest.raises(AttributeError):
+            getattr(builder, name)
 
 
 @pytest.mark.parametrize("name", builder.__all__)
@@ -66,3 +122,8 @@ def test_no_public_name_is_shadowed_by_a_subpackage() -> None:
         importlib.import_module(module.name)
     for name in builder.__all__:
         assert not inspect.ismodule(getattr(builder, name)), name
+
+
+if __name__ == "__main__":
+    STUB.write_text(stub_text())
+    print(f"wrote {STUB}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from builder import platforms
+from builder import platforms, schedulers
 from builder.fabrics import FABRICS
 from builder.launch import launchers
 from builder.launch.runtimes import RUNTIMES
@@ -130,8 +130,9 @@ def _home(name: str) -> str:
 
 def plugin_names() -> dict[str, set[str]]:
     """The names of every plug-in, by the module (or package) allowed to compare with them:
-    platforms, launchers and collective libraries (one module each), runtimes (records
-    of launch/runtimes.py). A runtime's "none" is also the fabric none, so it is left out."""
+    platforms, launchers, collective libraries and schedulers (one module each), runtimes
+    (records of launch/runtimes.py). A runtime's "none" is also the fabric none, so it is
+    left out."""
     homes: dict[str, set[str]] = {}
     for name in platforms.names():
         homes[f"builder.platforms.{name}"] = {name}
@@ -139,6 +140,8 @@ def plugin_names() -> dict[str, set[str]]:
         homes[f"builder.launch.launchers.{name}"] = {launchers.get(name).name}
     for library in platforms.collectives():
         homes[f"builder.collectives.{library.name}"] = {library.name}
+    for name in schedulers.names():
+        homes[f"builder.schedulers.{name}"] = {name}
     homes["builder.launch.runtimes"] = set(RUNTIMES) - set(FABRICS)
     homes["builder.image.context"] = {"docker", "apptainer"}  # the output formats' names
     return homes
@@ -188,7 +191,7 @@ def test_no_branch_on_a_plugin_name_outside_its_module() -> None:
 
 def test_the_name_check_knows_every_kind_of_plugin() -> None:
     every = set().union(*plugin_names().values())
-    assert {"cuda", "torchrun", "nccl", "rccl", "hccl", "gloo", "docker", "apptainer"} <= every
+    assert {"cuda", "torchrun", "nccl", "hccl", "gloo", "docker", "apptainer", "slurm"} <= every
 
 
 def test_the_formatter_decides_the_layout_everywhere() -> None:
@@ -204,3 +207,53 @@ def test_the_formatter_decides_the_layout_everywhere() -> None:
         if f"# {marker}skip" in line or f"# {marker}off" in line
     ]
     assert found == []
+
+
+LOOKUPS = {
+    ("platforms", "get"),
+    ("launchers", "get"),
+    ("schedulers", "get"),
+    (None, "runtime"),
+    (None, "fabric"),
+    (None, "get_runtime"),
+    (None, "get_launcher"),
+    ("builder", "get_runtime"),
+    ("builder", "get_launcher"),
+}
+"""Calls that find a plug-in by its name."""
+MAY_LOOK_UP = ("builder.resolved", "builder.spec.check")
+"""Where a name becomes a plug-in: the one resolve, and the spec's own checks (which
+make a spec resolvable); and each plug-in package, about its own."""
+
+
+def test_no_module_outside_a_plugin_looks_one_up_by_name() -> None:
+    """Every command resolves the stack once (``builder.resolved``) and hands the objects
+    down: a module that looks a platform, launcher, runtime, fabric or scheduler up by
+    name again is a second resolve."""
+    homes = ("builder.platforms", "builder.launch.launchers", "builder.schedulers")
+    own = ("builder.launch.runtimes", "builder.fabrics")
+    offenders = [
+        where
+        for name, path in MODULES.items()
+        if not (name in MAY_LOOK_UP or name in own or name.startswith(homes))
+        for where in _lookups(name, path)
+    ]
+    assert offenders == []
+    assert _lookups("builder.resolved", MODULES["builder.resolved"])  # the check sees them
+
+
+def _lookups(name: str, path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            called: tuple[str | None, str] = (func.value.id, func.attr)
+        elif isinstance(func, ast.Name):
+            called = (None, func.id)
+        else:
+            continue
+        if called in LOOKUPS:
+            found.append(f"{name}:{node.lineno} calls {'.'.join(filter(None, called))}")
+    return found

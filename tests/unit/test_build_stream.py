@@ -14,6 +14,7 @@ from builder.engine.build import build_image
 from builder.engine.progress import PlainProgress
 from builder.errors import BuildError, Interrupted
 from builder.image.inputs import BuildInputs
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
@@ -61,8 +62,7 @@ def test_a_good_stream_tags_once_and_records_steps() -> None:
     engine = FakeEngine(OK)
     out = io.StringIO()
     result = build_image(
-        load_preset("cpu-deepspeed"),
-        BuildInputs(),
+        resolve(load_preset("cpu-deepspeed"), BuildInputs()),
         reference="t/x:1",
         engine=engine,  # type: ignore[arg-type]
         progress=PlainProgress(out),
@@ -83,7 +83,11 @@ def test_an_error_names_the_step_keeps_the_log_and_tags_nothing() -> None:
     ]
     engine = FakeEngine(events)
     with pytest.raises(BuildError) as info:
-        build_image(load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine)  # type: ignore[arg-type]
+        build_image(
+            resolve(load_preset("cpu-deepspeed"), BuildInputs()),
+            reference="t/x:1",
+            engine=engine,  # type: ignore[arg-type]
+        )
     message = str(info.value)
     assert "failed at step 3/3: RUN pip install x" in message
     assert "non-zero code: 100" in message
@@ -97,7 +101,11 @@ def test_an_error_names_the_step_keeps_the_log_and_tags_nothing() -> None:
 def test_interrupting_tags_nothing() -> None:
     engine = FakeEngine(OK, interrupt_after=5)
     with pytest.raises(Interrupted, match="nothing was tagged"):
-        build_image(load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine)  # type: ignore[arg-type]
+        build_image(
+            resolve(load_preset("cpu-deepspeed"), BuildInputs()),
+            reference="t/x:1",
+            engine=engine,  # type: ignore[arg-type]
+        )
     assert engine.tags == []
 
 
@@ -116,7 +124,7 @@ def test_the_images_a_build_made_are_recorded_but_not_cache_hits_or_bases() -> N
     ]
     engine: Any = FakeEngine(events)
     result = build_image(
-        load_preset("cpu-deepspeed"), BuildInputs(), reference="t/x:1", engine=engine
+        resolve(load_preset("cpu-deepspeed"), BuildInputs()), reference="t/x:1", engine=engine
     )
     assert result.created == ("7777dddd8888",)
     assert [s.instruction for s in result.cacheable_steps] == [
@@ -138,8 +146,7 @@ FAILING: list[dict[str, Any]] = [
 def failed_build_message() -> str:
     with pytest.raises(BuildError) as info:
         build_image(
-            load_preset("cpu-deepspeed"),
-            BuildInputs(),
+            resolve(load_preset("cpu-deepspeed"), BuildInputs()),
             reference="t/x:1",
             engine=FakeEngine(FAILING),  # type: ignore[arg-type]
         )

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import OutputExists
-from builder.launch.bundle import write_bundle
+from builder.resolved import resolve
+from builder.schedulers.ssh import write_bundle
 from builder.spec.loader import load_preset
 from tests.conftest import real_tool
 
@@ -85,7 +86,7 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     folder = tmp_path / "shared"
     spec = load_preset("cpu-deepspeed").spec
     spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
-    write_bundle(spec, folder, image="i:1", force=False)
+    write_bundle(resolve(spec), folder, image="i:1", force=False)
     script = folder / "launch.sh"
     node2 = ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', "launch.sh", "node2"]
     missing = subprocess.run(node2, capture_output=True, text=True, check=False)
@@ -135,7 +136,7 @@ def start_launch(
     (code / "train.py").write_text("")
     spec = load_preset("cpu-deepspeed").spec
     spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
-    write_bundle(spec, folder, image="i:1", force=False)
+    write_bundle(resolve(spec), folder, image="i:1", force=False)
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "docker").write_text(FAKE_DOCKER)
@@ -278,7 +279,9 @@ def test_a_refusal_for_one_file_writes_no_key(tmp_path: Path) -> None:
     folder.mkdir(mode=0o700)
     (folder / "hostfile").write_text("mine slots=1\n")
     with pytest.raises(OutputExists):
-        write_bundle(load_preset("cpu-deepspeed").spec, folder, image="demo:latest", force=False)
+        write_bundle(
+            resolve(load_preset("cpu-deepspeed").spec), folder, image="demo:latest", force=False
+        )
     assert sorted(p.name for p in folder.iterdir()) == ["hostfile"]
 
 
@@ -287,7 +290,7 @@ def test_secrets_travel_only_in_the_bundles_0600_files(tmp_path: Path) -> None:
     env = {**spec.launch.env, "HF_TOKEN": "hunter2", "NCCL_DEBUG": "INFO"}
     spec = replace(spec, launch=replace(spec.launch, env=env))
     folder = tmp_path / "cluster"
-    write_bundle(spec, folder, image="t:1", force=False)
+    write_bundle(resolve(spec), folder, image="t:1", force=False)
     for name in ("secrets.env", "secrets.sh"):
         assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
         assert "hunter2" in (folder / name).read_text()

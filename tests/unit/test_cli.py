@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from builder.cli import app
 from builder.errors import EXIT_CODES
 from builder.image.context import render_outputs
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names, preset_text
 from tests.conftest import MINIMAL
@@ -62,7 +63,7 @@ def test_init_unknown_preset() -> None:
 def test_render_writes_the_whole_context_with_modes(tmp_path: Path) -> None:
     code, _, err = run("render", "--preset", "cpu-deepspeed", "-o", str(tmp_path / "out"))
     assert code == 0, err
-    expected = render_outputs(load_preset("cpu-deepspeed"), "all")
+    expected = render_outputs(resolve(load_preset("cpu-deepspeed")), "all")
     for f in expected:
         path = tmp_path / "out" / f.path
         assert path.read_text() == f.text

@@ -17,6 +17,7 @@ from builder.image.recipe import Recipe, image_recipe
 from builder.image.render import render_apptainer
 from builder.image.rootfs import ContextFile
 from builder.lint.deffile import check_deffile, read_sections
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.templating import def_comment, def_shell
 
@@ -46,7 +47,7 @@ REFUSED = [
 
 
 def recipe() -> Recipe:
-    return image_recipe(load_preset("cpu-deepspeed"))
+    return image_recipe(resolve(load_preset("cpu-deepspeed")))
 
 
 def labels_of(text: str) -> dict[str, str]:

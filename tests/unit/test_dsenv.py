@@ -11,6 +11,7 @@ from builder.cli import app
 from builder.cluster.dsenv import deepspeed_env_text, dsenv_for, escape_value
 from builder.errors import UsageError
 from builder.platforms.gaudi import GAUDI_RUNTIME_DEFAULTS
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
@@ -41,17 +42,17 @@ def test_values_that_cannot_survive_are_refused(value: str, message: str) -> Non
 
 
 def test_gaudi_gets_its_runtime_variables_and_launch_env_wins() -> None:
-    text = dsenv_for(load_preset("gaudi-deepspeed").spec, {"HABANA_LOGS": "/logs"}, None)
+    text = dsenv_for(resolve(load_preset("gaudi-deepspeed").spec), {"HABANA_LOGS": "/logs"}, None)
     lines = dict(line.split("=", 1) for line in text.splitlines())
     assert lines["GC_KERNEL_PATH"] == GAUDI_RUNTIME_DEFAULTS["GC_KERNEL_PATH"]
     assert lines["HABANA_LOGS"] == "/logs"
     image_env = {"GC_KERNEL_PATH": "/usr/lib/habanalabs/libtpc_kernels.so:/x.so"}
-    text = dsenv_for(load_preset("gaudi-deepspeed").spec, {}, image_env)
+    text = dsenv_for(resolve(load_preset("gaudi-deepspeed").spec), {}, image_env)
     assert "GC_KERNEL_PATH=/usr/lib/habanalabs/libtpc_kernels.so:/x.so\n" in text
 
 
 def test_cuda_stack_gets_its_launch_env_only() -> None:
-    text = dsenv_for(load_preset("cuda-deepspeed").spec, {}, None)
+    text = dsenv_for(resolve(load_preset("cuda-deepspeed").spec), {}, None)
     assert text == "NCCL_DEBUG=WARN\n"
 
 

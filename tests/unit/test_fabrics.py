@@ -18,9 +18,10 @@ from builder.fabrics import FABRICS, RDMA_PACKAGES
 from builder.image.recipe import _hashed_image, image_recipe
 from builder.image.steps import apt_packages
 from builder.launch.plan import launch_plan, network_warnings
-from builder.launch.slurm import sbatch_script
 from builder.lint import lint_stack
-from builder.platforms import get, run_environment
+from builder.platforms import get
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
 from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset
 
@@ -43,7 +44,7 @@ def with_fabric(accelerator: str, fabric: str, **launch: Any) -> Spec:
 
 
 def start_argv(spec: Spec) -> list[str]:
-    return list(launch_plan(spec, image="i:1", cluster_dir="/c").of_role("start")[0].argv)
+    return list(launch_plan(resolve(spec), image="i:1", cluster_dir="/c").of_role("start")[0].argv)
 
 
 SUPPORTED = [
@@ -72,36 +73,34 @@ def test_rdma_fabrics_bring_the_verbs_userspace_devices_and_locked_memory(
     accelerator: str, fabric: str
 ) -> None:
     spec = with_fabric(accelerator, fabric)
-    resolved = get(accelerator).resolve(spec.image)
-    assert set(RDMA_PACKAGES) <= set(apt_packages(spec.image, resolved))
+    assert set(RDMA_PACKAGES) <= set(apt_packages(resolve(spec)))
     joined = " ".join(start_argv(spec))
     assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1" in joined
-    env = run_environment(spec)
+    env = resolve(spec).run_environment()
     # NCCL (RCCL) must use the verbs transport or fail: never fall back to sockets quietly
     assert env.get("NCCL_NET") == ("IB" if accelerator != "cpu" else None)
-    assert "NCCL_NET=IB" in dsenv_for(spec, {}, None) or accelerator == "cpu"
+    assert "NCCL_NET=IB" in dsenv_for(resolve(spec), {}, None) or accelerator == "cpu"
 
 
 def test_efa_on_cuda_installs_aws_pieces_and_no_distribution_verbs() -> None:
     spec = with_fabric("cuda", "efa")
-    resolved = get("cuda").resolve(spec.image)
-    packages = apt_packages(spec.image, resolved)
+    packages = apt_packages(resolve(spec))
     assert "curl" in packages
     assert not set(RDMA_PACKAGES) & set(packages)  # the installer brings its own rdma-core
-    recipe = image_recipe(Stack(spec, "test", None, None))
+    recipe = image_recipe(resolve(Stack(spec, "test", None, None)))
     (step,) = [s for s in recipe.system if "efa" in s.comment]
     text = "\n".join(step.commands)
     assert "efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in text
     assert "aws-efa-installer-1.51.0.tar.gz" in text
     assert "libnccl-net-ofi.so" in text  # the build fails when the plugin is not there
-    assert run_environment(spec)["NCCL_NET"] == "Libfabric"
-    assert run_environment(spec)["NCCL_NET_PLUGIN"] == "ofi"
+    assert resolve(spec).run_environment()["NCCL_NET"] == "Libfabric"
+    assert resolve(spec).run_environment()["NCCL_NET_PLUGIN"] == "ofi"
     assert "--device /dev/infiniband --cap-add IPC_LOCK" in " ".join(start_argv(spec))
 
 
 def test_efa_on_gaudi_builds_habanas_wrapper_and_runs_privileged() -> None:
     spec = with_fabric("gaudi", "efa", socket_ifname="ens32")
-    recipe = image_recipe(Stack(spec, "test", None, None))
+    recipe = image_recipe(resolve(Stack(spec, "test", None, None)))
     (step,) = [s for s in recipe.system if "efa" in s.comment]
     (command,) = step.commands
     # Habana's images ship the wrapper against their own libfabric: kept; else built
@@ -111,7 +110,7 @@ def test_efa_on_gaudi_builds_habanas_wrapper_and_runs_privileged() -> None:
         in command
     )
     assert "git -C /tmp/hccl_ofi_wrapper checkout " in command
-    env = run_environment(spec)
+    env = resolve(spec).run_environment()
     assert env["HCCL_OVER_OFI"] == "1"
     assert env["HCCL_SOCKET_IFNAME"] == "ens32"
     assert "--privileged" in start_argv(spec)
@@ -121,7 +120,7 @@ def test_no_fabric_changes_nothing_and_keeps_the_spec_hash() -> None:
     spec = load_preset("cuda-deepspeed").spec
     assert spec.image.fabric == "none"
     assert "fabric" not in _hashed_image(Stack(spec, "t", None, None))
-    assert "NCCL_NET" not in run_environment(spec)
+    assert "NCCL_NET" not in resolve(spec).run_environment()
     assert "/dev/infiniband" not in start_argv(spec)
     chosen = Stack(with_fabric("cuda", "roce"), "t", None, None)
     assert _hashed_image(chosen)["fabric"] == "roce"
@@ -130,17 +129,25 @@ def test_no_fabric_changes_nothing_and_keeps_the_spec_hash() -> None:
 def test_apptainer_needs_no_flag_and_the_batch_script_checks_locked_memory() -> None:
     spec = with_fabric("cuda", "infiniband", socket_ifname="ib0")
     plan = launch_plan(
-        spec, image="i:1", cluster_dir="/c", runtime="apptainer", launcher="torchrun"
-    )
-    assert "/dev/infiniband" not in " ".join(plan.steps[0].argv)  # apptainer binds /dev
-    script = sbatch_script(spec, image="i:1", cluster_dir="/c", source="t", launcher="torchrun")
-    assert "ulimit -l" in script
-    plain = sbatch_script(
-        load_preset("cuda-deepspeed").spec,
+        resolve(spec, runtime_name="apptainer", launcher_name="torchrun"),
         image="i:1",
         cluster_dir="/c",
-        source="t",
-        launcher="torchrun",
+    )
+    assert "/dev/infiniband" not in " ".join(plan.steps[0].argv)  # apptainer binds /dev
+    script = sbatch_script(
+        resolve(Stack(spec, "t", None), launcher_name="torchrun", scheduler_name="slurm"),
+        image="i:1",
+        cluster_dir="/c",
+    )
+    assert "ulimit -l" in script
+    plain = sbatch_script(
+        resolve(
+            Stack(load_preset("cuda-deepspeed").spec, "t", None),
+            launcher_name="torchrun",
+            scheduler_name="slurm",
+        ),
+        image="i:1",
+        cluster_dir="/c",
     )
     assert "ulimit -l" not in plain
 
@@ -158,22 +165,24 @@ def test_socket_ifname_names_the_interface_of_every_collective_library(
     accelerator: str, names: set[str]
 ) -> None:
     spec = with_fabric(accelerator, "none", socket_ifname="bond0", env={})
-    env = run_environment(spec)
+    env = resolve(spec).run_environment()
     assert {k for k, v in env.items() if v == "bond0"} == names
-    assert network_warnings(spec) == []
+    assert network_warnings(resolve(spec)) == []
     # launch.env still has the last word
     override = with_fabric(
         accelerator, "none", socket_ifname="bond0", env={"GLOO_SOCKET_IFNAME": "lo"}
     )
-    assert run_environment(override)["GLOO_SOCKET_IFNAME"] == "lo"
+    assert resolve(override).run_environment()["GLOO_SOCKET_IFNAME"] == "lo"
 
 
 def test_an_unset_interface_is_a_warning_on_several_nodes_only() -> None:
     unset = with_fabric("cuda", "none", socket_ifname=None, env={})
-    (warning,) = network_warnings(unset)
+    (warning,) = network_warnings(resolve(unset))
     assert "NCCL_SOCKET_IFNAME" in warning
     assert "launch.socket_ifname" in warning
-    assert network_warnings(replace(unset, launch=replace(unset.launch, nodes=("n1",)))) == []
+    assert (
+        network_warnings(resolve(replace(unset, launch=replace(unset.launch, nodes=("n1",))))) == []
+    )
     result = CliRunner().invoke(app, ["launch", "--preset", "cpu-deepspeed", "--image", "i:1"])
     assert result.exit_code == 0
     assert "warning" not in result.stderr  # the presets name their interface
@@ -190,7 +199,9 @@ def test_the_old_launch_flags_say_where_the_fabric_went() -> None:
 
 def test_the_plan_json_carries_the_fabrics_flags() -> None:
     spec = with_fabric("rocm", "roce", socket_ifname="eth1")
-    data = json.loads(json.dumps(launch_plan(spec, image="i:1", cluster_dir="/c").as_data()))
+    data = json.loads(
+        json.dumps(launch_plan(resolve(spec), image="i:1", cluster_dir="/c").as_data())
+    )
     assert "IPC_LOCK" in data["commands"][0]["argv"]
 
 
@@ -198,7 +209,7 @@ def test_the_plan_json_carries_the_fabrics_flags() -> None:
 @pytest.mark.parametrize("shell", ["sh", "bash"])
 def test_every_install_command_is_shell(accelerator: str, fabric: str, shell: str) -> None:
     """Each command as Docker's RUN (bash) and Apptainer's %post (sh) parse it."""
-    recipe = image_recipe(Stack(with_fabric(accelerator, fabric), "test", None, None))
+    recipe = image_recipe(resolve(Stack(with_fabric(accelerator, fabric), "test", None, None)))
     for step in recipe.system:
         for command in step.commands:
             subprocess.run([shell, "-n", "-c", command], check=True)
@@ -207,6 +218,6 @@ def test_every_install_command_is_shell(accelerator: str, fabric: str, shell: st
 @pytest.mark.parametrize(("accelerator", "fabric"), [p for p in SUPPORTED if p[1] != "none"])
 def test_every_fabrics_image_renders_and_passes_lint(accelerator: str, fabric: str) -> None:
     """hadolint, BuildKit's parser and the .def grammar on what cannot be built here."""
-    report = lint_stack(Stack(with_fabric(accelerator, fabric), "test", None, None))
+    report = lint_stack(resolve(Stack(with_fabric(accelerator, fabric), "test", None, None)))
     assert report.failing() == (), report.text()
     assert len(report.checked) == 4

@@ -11,6 +11,7 @@ import pytest
 from builder.image.recipe import image_recipe
 from builder.lint import lint_stack
 from builder.platforms import get
+from builder.resolved import resolve
 from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset
 
@@ -29,7 +30,7 @@ def test_a_framework_base_keeps_its_torch_and_pins_it() -> None:
     assert resolved.torch is None
     assert resolved.torch_index is None
     assert resolved.system_site_packages
-    recipe = image_recipe(framework)
+    recipe = image_recipe(resolve(framework))
     assert recipe.base == NGC
     commands = [c for step in recipe.python for c in step.commands]
     assert not any("--index-url" in c or "torch==" in c.split("-c")[0] for c in commands)
@@ -40,7 +41,7 @@ def test_a_framework_base_keeps_its_torch_and_pins_it() -> None:
     assert installs
     assert all("-c /opt/venv/base-torch.txt" in c for c in installs)
     assert recipe.layers == ("/opt/venv",)  # no torch layer of builder's own
-    assert lint_stack(framework).failing() == ()
+    assert lint_stack(resolve(framework)).failing() == ()
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from builder.errors import SpecError, UsageError
 from builder.image.context import DOCKERFILE, render_outputs
 from builder.image.inputs import BuildInputs, load_inputs
 from builder.image.steps import fetch_settings
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 if TYPE_CHECKING:
@@ -42,7 +43,9 @@ def wheels(tmp_path: Path) -> Path:
 
 def files(**options: object) -> dict[str, str]:
     inputs = load_inputs(**options)  # type: ignore[arg-type]
-    return {f.path: f.text for f in render_outputs(load_preset("cpu-deepspeed"), "all", inputs)}
+    return {
+        f.path: f.text for f in render_outputs(resolve(load_preset("cpu-deepspeed"), inputs), "all")
+    }
 
 
 def stages(dockerfile: str) -> tuple[str, str, str]:
@@ -186,7 +189,7 @@ def test_bad_inputs_are_usage_errors(
 
 def test_context_tar_is_normalised_and_byte_stable(wheels: Path) -> None:
     inputs = load_inputs(wheelhouse=wheels)
-    outputs = render_outputs(load_preset("cpu-deepspeed"), "docker", inputs)
+    outputs = render_outputs(resolve(load_preset("cpu-deepspeed"), inputs), "docker")
     with context_tar(outputs) as tar_file:
         first = tar_file.read()
     (wheels / WHEEL).touch()  # a new mtime must not change the context

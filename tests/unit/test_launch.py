@@ -12,14 +12,15 @@ from builder.cli import app
 from builder.errors import UsageError
 from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
 from builder.launch.plan import launch_plan
-from builder.launch.slurm import sbatch_script
-from builder.spec.loader import load_preset
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
+from builder.spec.loader import Stack, load_preset
 from builder.spec.records import Mount, Spec
 
 
 def start_argv(spec: Spec, *, cluster_dir: str = "/c") -> list[str]:
     """The `docker run` that starts the first node's container."""
-    plan = launch_plan(spec, image="i:1", cluster_dir=cluster_dir)
+    plan = launch_plan(resolve(spec), image="i:1", cluster_dir=cluster_dir)
     return list(plan.of_role("start")[0].argv)
 
 
@@ -71,7 +72,7 @@ def test_env_and_mounts_reach_docker_as_single_arguments() -> None:
 
 
 def test_the_plan_is_typed_data_per_node_and_role() -> None:
-    plan = launch_plan(load_preset("cpu-deepspeed").spec, image="i:1", cluster_dir="/c")
+    plan = launch_plan(resolve(load_preset("cpu-deepspeed").spec), image="i:1", cluster_dir="/c")
     assert [(s.node, s.role) for s in plan.steps] == [
         ("node1", "start"),
         ("node2", "start"),
@@ -90,7 +91,7 @@ def test_the_plan_is_typed_data_per_node_and_role() -> None:
         "BUILDER_LAUNCH": "builder-cpu-deepspeed",  # what its stop finds it by
     }
     bare = launch_plan(
-        load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
+        resolve(load_preset("cpu-deepspeed").spec, runtime_name="none"), image="i", cluster_dir="/c"
     )
     assert [type(s.action) for s in bare.steps] == [HostCommand]
 
@@ -100,7 +101,7 @@ def test_what_each_runtime_stops_and_how() -> None:
     run: docker stop; sshd's containers stay up; apptainer and the bare node get the
     signal itself (in launch.sh's foreground), so they have no stop."""
     spec = load_preset("cpu-deepspeed").spec
-    plan = launch_plan(spec, image="i:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="i:1", cluster_dir="/c")
     assert [s.stop for s in plan.of_role("start")] == [None, None]
     (launcher,) = plan.of_role("launch")
     assert isinstance(launcher.stop, ContainerExec)
@@ -113,20 +114,22 @@ def test_what_each_runtime_stops_and_how() -> None:
         "builder-cpu-deepspeed",
         "sh",
     ]
-    torchrun = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="torchrun")
+    torchrun = launch_plan(resolve(spec, launcher_name="torchrun"), image="i:1", cluster_dir="/c")
     for step in torchrun.steps:
         assert step.stop_argv == ("docker", "stop", "--time", "30", "builder-cpu-deepspeed")
         assert {"--rm", "--sig-proxy=false"} <= set(step.argv)
         assert "--detach" not in step.argv
     for runtime in ("apptainer", "none"):
         other = launch_plan(
-            spec, image="i:1", cluster_dir="/c", runtime=runtime, launcher="torchrun"
+            resolve(spec, runtime_name=runtime, launcher_name="torchrun"),
+            image="i:1",
+            cluster_dir="/c",
         )
         assert [s.stop for s in other.steps] == [None, None]
 
 
 def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
-    plan = launch_plan(load_preset("cpu-deepspeed").spec, image="i:1", cluster_dir="/c")
+    plan = launch_plan(resolve(load_preset("cpu-deepspeed").spec), image="i:1", cluster_dir="/c")
     assert [c.node for c in plan.steps] == ["node1", "node2", "node1"]
     exec_argv = plan.steps[-1].argv
     assert exec_argv[:4] == (
@@ -139,14 +142,14 @@ def test_deepspeed_plan_starts_every_node_then_one_launcher() -> None:
 
 
 def test_torchrun_plan_runs_the_same_command_everywhere() -> None:
-    plan = launch_plan(load_preset("cuda-torchrun").spec, image="i:1", cluster_dir="/c")
+    plan = launch_plan(resolve(load_preset("cuda-torchrun").spec), image="i:1", cluster_dir="/c")
     assert len({c.argv for c in plan.steps}) == 1
     assert len(plan.steps) == 2
 
 
 def test_runtime_none_runs_the_launchers_on_the_nodes() -> None:
     plan = launch_plan(
-        load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="none"
+        resolve(load_preset("cpu-deepspeed").spec, runtime_name="none"), image="i", cluster_dir="/c"
     )
     (only,) = plan.steps
     assert only.argv[:2] == ("env", "DS_ENV_FILE=/c/.deepspeed_env")
@@ -156,11 +159,15 @@ def test_runtime_none_runs_the_launchers_on_the_nodes() -> None:
 def test_what_cannot_work_is_an_error() -> None:
     with pytest.raises(UsageError, match="reaches the nodes over ssh"):
         launch_plan(
-            load_preset("cuda-torchrun").spec, image="i", cluster_dir="/c", launcher="deepspeed"
+            resolve(load_preset("cuda-torchrun").spec, launcher_name="deepspeed"),
+            image="i",
+            cluster_dir="/c",
         )
     with pytest.raises(UsageError, match="not supported yet"):
         launch_plan(
-            load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", runtime="apptainer"
+            resolve(load_preset("cpu-deepspeed").spec, runtime_name="apptainer"),
+            image="i",
+            cluster_dir="/c",
         )
 
 
@@ -200,7 +207,9 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
 
     assert sif_name(pinned) == "t-abababababab.sif"
     plan = launch_plan(
-        load_preset("cuda-torchrun").spec, image=pinned, cluster_dir="/c", runtime="apptainer"
+        resolve(load_preset("cuda-torchrun").spec, runtime_name="apptainer"),
+        image=pinned,
+        cluster_dir="/c",
     )
     assert "t-abababababab.sif" in plan.steps[0].argv
     for bad in ("a/:1", "a/@sha256:" + "a" * 64, "Team/x:1", "-x:1", "img@sha256:" + "A" * 64):
@@ -214,7 +223,7 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
 
 def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     spec = load_preset("cuda-torchrun").spec
-    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="apptainer")
+    plan = launch_plan(resolve(spec, runtime_name="apptainer"), image="team/t:1", cluster_dir="/c")
     argv = list(plan.steps[0].argv)
     assert argv[0] == "env"
     assert "APPTAINERENV_NCCL_DEBUG=WARN" in argv
@@ -226,19 +235,23 @@ def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
     assert run[run.index("--pwd") + 1] == "/workspace"
     assert "APPTAINERENV_HF_HOME=/shared/cache/huggingface" in argv
     assert run[run.index("torchrun") - 1] == "t-1.sif"
-    singularity = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="singularity")
+    singularity = launch_plan(
+        resolve(spec, runtime_name="singularity"), image="team/t:1", cluster_dir="/c"
+    )
     assert "SINGULARITYENV_NCCL_DEBUG=WARN" in singularity.steps[0].argv
 
 
 def test_a_shared_sif_is_named_in_the_plan_the_checks_and_the_batch_script() -> None:
     spec = load_preset("cuda-torchrun").spec
     spec = replace(spec, launch=replace(spec.launch, sif="/shared/images/t-1.sif"))
-    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="apptainer")
+    plan = launch_plan(resolve(spec, runtime_name="apptainer"), image="team/t:1", cluster_dir="/c")
     argv = list(plan.steps[0].argv)
     assert argv[argv.index("torchrun") - 1] == "/shared/images/t-1.sif"
     assert "/shared/images/t-1.sif" in plan.host_paths  # launch.sh checks every node has it
     script = sbatch_script(
-        spec, image="team/t:1", cluster_dir="/c", source="stack.yaml", runtime="apptainer"
+        resolve(Stack(spec, "stack.yaml", None), runtime_name="apptainer", scheduler_name="slurm"),
+        image="team/t:1",
+        cluster_dir="/c",
     )
     assert "(/shared/images/t-1.sif)" in script
     check = next(
@@ -247,16 +260,16 @@ def test_a_shared_sif_is_named_in_the_plan_the_checks_and_the_batch_script() -> 
         if "/shared/images/t-1.sif" in line and not line.startswith("#")
     )
     assert "torchrun" in check
-    docker = launch_plan(spec, image="team/t:1", cluster_dir="/c", runtime="docker")
+    docker = launch_plan(resolve(spec, runtime_name="docker"), image="team/t:1", cluster_dir="/c")
     assert "/shared/images/t-1.sif" not in docker.host_paths  # only Apptainer reads it
 
 
 def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
     spec = load_preset("cpu-deepspeed").spec
     with pytest.raises(UsageError, match="needs OpenMPI in the image"):
-        launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
+        launch_plan(resolve(spec, launcher_name="mpirun"), image="i", cluster_dir="/c")
     spec = replace(spec, image=replace(spec.image, openmpi=True))
-    plan = launch_plan(spec, image="i", cluster_dir="/c", launcher="mpirun")
+    plan = launch_plan(resolve(spec, launcher_name="mpirun"), image="i", cluster_dir="/c")
     argv = plan.steps[-1].argv
     assert argv[:5] == (
         "docker",
@@ -272,7 +285,7 @@ def test_mpirun_plan_needs_openmpi_and_ssh() -> None:
 
 def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
     spec = load_preset("gaudi-deepspeed").spec
-    plan = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="gaudi_spawn")
+    plan = launch_plan(resolve(spec, launcher_name="gaudi_spawn"), image="i:1", cluster_dir="/c")
     assert [c.node for c in plan.steps] == ["node1", "node2", "node1"]
     argv = plan.steps[-1].argv
     assert argv[2:4] == ("--env", "DS_ENV_FILE=/etc/builder/cluster/.deepspeed_env")
@@ -283,28 +296,30 @@ def test_gaudi_spawn_runs_like_deepspeed_from_the_first_node() -> None:
     assert spawn[6:9] == ("--master_port", str(spec.launch.master_port), "--use_deepspeed")
     with pytest.raises(UsageError, match="gaudi_spawn is for accelerator: gaudi"):
         launch_plan(
-            load_preset("cpu-deepspeed").spec, image="i", cluster_dir="/c", launcher="gaudi_spawn"
+            resolve(load_preset("cpu-deepspeed").spec, launcher_name="gaudi_spawn"),
+            image="i",
+            cluster_dir="/c",
         )
 
 
 def test_deepspeed_escapes_for_its_pdsh_line_only_on_several_nodes() -> None:
     base = load_preset("cpu-deepspeed").spec
     launch = replace(base.launch, script="my dir/t.py", args=("50%", "a $b", "it's"))
-    plan = launch_plan(replace(base, launch=launch), image="i", cluster_dir="/c")
+    plan = launch_plan(resolve(replace(base, launch=launch)), image="i", cluster_dir="/c")
     argv = plan.steps[-1].argv
     assert argv[-4:] == ("'my dir/t.py'", "50%%", "a \\$b", "'it'\"'\"'s'")
     one = replace(launch, nodes=("node1",))
-    plan = launch_plan(replace(base, launch=one), image="i", cluster_dir="/c")
+    plan = launch_plan(resolve(replace(base, launch=one)), image="i", cluster_dir="/c")
     assert plan.steps[-1].argv[-4:] == ("my dir/t.py", "50%", "a $b", "it's")
 
 
 def test_code_and_cache_reach_every_runtime() -> None:
     spec = load_preset("cuda-torchrun").spec
-    docker = launch_plan(spec, image="t:1", cluster_dir="/c").steps[0].argv
+    docker = launch_plan(resolve(spec), image="t:1", cluster_dir="/c").steps[0].argv
     volumes = [docker[i + 1] for i, word in enumerate(docker) if word == "--volume"]
     assert volumes == ["/shared/project:/workspace", "/shared/cache:/shared/cache"]
     assert "TORCH_HOME=/shared/cache/torch" in docker
-    bare = launch_plan(spec, image="t:1", cluster_dir="/c", runtime="none")
+    bare = launch_plan(resolve(spec, runtime_name="none"), image="t:1", cluster_dir="/c")
     argv = list(bare.steps[0].argv)
     assert argv[argv.index("sh") : argv.index("torchrun")] == [
         "sh",
@@ -318,9 +333,9 @@ def test_code_and_cache_reach_every_runtime() -> None:
 
 def test_the_cluster_folder_is_bound_only_for_a_launcher_that_reads_it() -> None:
     spec = load_preset("cpu-deepspeed").spec
-    deepspeed = launch_plan(spec, image="t:1", cluster_dir="/c").steps[0].argv
+    deepspeed = launch_plan(resolve(spec), image="t:1", cluster_dir="/c").steps[0].argv
     assert "/c:/etc/builder/cluster:ro" in deepspeed
-    torchrun = launch_plan(spec, image="t:1", cluster_dir="/c", launcher="torchrun")
+    torchrun = launch_plan(resolve(spec, launcher_name="torchrun"), image="t:1", cluster_dir="/c")
     assert "/c:/etc/builder/cluster:ro" not in torchrun.steps[0].argv
     assert torchrun.host_paths == ("/shared/project", "/shared/cache", "/shared/project/train.py")
 
@@ -336,14 +351,14 @@ def test_the_cluster_folder_is_bound_only_for_a_launcher_that_reads_it() -> None
 def test_the_script_is_found_in_the_code_folder(script: str, on_host: str | None) -> None:
     spec = load_preset("cuda-torchrun").spec
     spec = replace(spec, launch=replace(spec.launch, script=script))
-    plan = launch_plan(spec, image="t:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="t:1", cluster_dir="/c")
     assert plan.host_paths == ("/shared/project", "/shared/cache", *([on_host] if on_host else []))
 
 
 def test_without_code_and_cache_nothing_is_bound_for_torchrun() -> None:
     spec = load_preset("cuda-torchrun").spec
     spec = replace(spec, launch=replace(spec.launch, code=None, cache=None))
-    plan = launch_plan(spec, image="t:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="t:1", cluster_dir="/c")
     assert "--volume" not in plan.steps[0].argv
     assert plan.host_paths == ()
     assert "HF_HOME" not in " ".join(plan.steps[0].argv)

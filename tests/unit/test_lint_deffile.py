@@ -13,6 +13,7 @@ import pytest
 from builder.image.context import render_outputs
 from builder.lint import Finding, lint_deffile
 from builder.lint.deffile import APP_SECTIONS, VALID_SECTIONS, check_deffile
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 
@@ -213,7 +214,11 @@ def test_every_problem_is_reported_not_just_the_first() -> None:
 
 @pytest.mark.parametrize("name", preset_names())
 def test_every_preset_def_file_is_clean(name: str) -> None:
-    defs = [f for f in render_outputs(load_preset(name), "apptainer") if f.path.endswith(".def")]
+    defs = [
+        f
+        for f in render_outputs(resolve(load_preset(name)), "apptainer")
+        if f.path.endswith(".def")
+    ]
     assert len(defs) == 2
     for out in defs:
         assert lint_deffile(out.text, out.path) == [], out.path

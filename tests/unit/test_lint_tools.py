@@ -16,6 +16,7 @@ from builder.image.context import DOCKERFILE, render_outputs
 from builder.lint import Finding, LintReport, lint_dockerfile, lint_stack
 from builder.lint.buildkit import check_dockerfile
 from builder.lint.hadolint import ESCALATED, IGNORED, config_text, parse_json, run_hadolint
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 
@@ -37,7 +38,7 @@ CMD ["bash"]
 
 
 def dockerfile_of(name: str) -> str:
-    files = render_outputs(load_preset(name), "docker")
+    files = render_outputs(resolve(load_preset(name)), "docker")
     return next(f.text for f in files if f.path == DOCKERFILE)
 
 
@@ -53,7 +54,7 @@ def test_every_preset_dockerfile_passes_hadolint_and_buildkit(name: str) -> None
 
 @pytest.mark.parametrize("name", preset_names())
 def test_every_preset_passes_lint_stack(name: str) -> None:
-    report = lint_stack(load_preset(name))
+    report = lint_stack(resolve(load_preset(name)))
     assert report.failing() == ()
     assert report.checked == (
         "Dockerfile: hadolint",
@@ -66,13 +67,13 @@ def test_every_preset_passes_lint_stack(name: str) -> None:
 
 def test_lint_stack_checks_only_the_chosen_format() -> None:
     name = preset_names()[0]
-    assert lint_stack(load_preset(name), "docker").checked == (
+    assert lint_stack(resolve(load_preset(name)), "docker").checked == (
         "Dockerfile: hadolint",
         "Dockerfile: buildkit",
     )
-    assert len(lint_stack(load_preset(name), "apptainer").checked) == 2
+    assert len(lint_stack(resolve(load_preset(name)), "apptainer").checked) == 2
     with pytest.raises(UsageError, match="unknown format 'podman'"):
-        lint_stack(load_preset(name), "podman")
+        lint_stack(resolve(load_preset(name)), "podman")
 
 
 def test_a_clean_dockerfile_has_no_findings() -> None:

@@ -15,6 +15,7 @@ from builder.image.render import render_dockerfile
 from builder.lock.apply import check_lock
 from builder.lock.file import Base, Lock, lock_path, read_lock
 from builder.payload import payload_path
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 LOCK = Lock(
@@ -64,7 +65,7 @@ def test_lock_path_sits_beside_the_spec() -> None:
 
 def test_a_locked_recipe_pins_everything() -> None:
     stack = load_preset("cpu-deepspeed")
-    text = render_dockerfile(image_recipe(stack, BuildInputs(lock=LOCK)))
+    text = render_dockerfile(image_recipe(resolve(stack, BuildInputs(lock=LOCK))))
     assert "FROM debian@sha256:" + "2" * 64 + " AS system" in text
     assert "g++=4:12.2.0-3" in text
     assert "pdsh=2.34-0.1" in text
@@ -72,7 +73,7 @@ def test_a_locked_recipe_pins_everything() -> None:
     assert pip_lines
     assert all("-c /tmp/builder/lock.txt" in line for line in pip_lines)
     assert "/opt/venv/bin/python /tmp/builder/lock-check.py /tmp/builder/lock.txt" in text
-    unlocked = render_dockerfile(image_recipe(stack, BuildInputs()))
+    unlocked = render_dockerfile(image_recipe(resolve(stack, BuildInputs())))
     assert "lock" not in unlocked
 
 

@@ -68,7 +68,8 @@ def test_installed_wheel_renders_outside_the_source_tree(wheel: Path, tmp_path: 
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import builder, builder.image.context as c, builder.spec.loader as l;"
         "assert builder.__file__.startswith(sys.argv[1]);"
-        "print(c.render_outputs(l.load_preset('cuda-deepspeed'), 'docker')[0].text)"
+        "stack = builder.resolve(l.load_preset('cuda-deepspeed'));"
+        "print(c.render_outputs(stack, 'docker')[0].text)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, str(target)],

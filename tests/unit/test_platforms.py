@@ -13,7 +13,6 @@ from builder.errors import SpecError
 from builder.fingerprint.record import Fingerprint
 from builder.launch.actions import ApptainerExec, ContainerStart
 from builder.launch.plan import launch_plan
-from builder.launch.slurm import sbatch_script
 from builder.platforms.cuda import (
     CUDA_DEVEL_TAGS,
     DEFAULT_CUDA,
@@ -21,7 +20,9 @@ from builder.platforms.cuda import (
     torch_cuda_index,
 )
 from builder.platforms.rocm import torch_rocm_index
-from builder.spec.loader import load_preset, parse_spec
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
+from builder.spec.loader import Stack, load_preset, parse_spec
 
 ROCM = """\
 name: r
@@ -84,16 +85,26 @@ def test_each_platform_starts_its_containers_its_way(
     preset: str, docker: tuple[str, ...], apptainer: tuple[str, ...], gpus: str | None
 ) -> None:
     spec = load_preset(preset).spec
-    start = launch_plan(spec, image="t:1", cluster_dir="/c", launcher="torchrun").steps[0].action
+    start = (
+        launch_plan(resolve(spec, launcher_name="torchrun"), image="t:1", cluster_dir="/c")
+        .steps[0]
+        .action
+    )
     assert isinstance(start, ContainerStart)
     assert start.flags[: len(docker)] == docker
     assert start.network == "host"
     run = launch_plan(
-        spec, image="t:1", cluster_dir="/c", runtime="apptainer", launcher="torchrun"
+        resolve(spec, runtime_name="apptainer", launcher_name="torchrun"),
+        image="t:1",
+        cluster_dir="/c",
     ).steps[0]
     assert isinstance(run.action, ApptainerExec)
     assert run.action.flags == apptainer
-    script = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", launcher="torchrun")
+    script = sbatch_script(
+        resolve(Stack(spec, "s", None), launcher_name="torchrun", scheduler_name="slurm"),
+        image="t:1",
+        cluster_dir="/c",
+    )
     found = [line for line in script.splitlines() if line.startswith("#SBATCH --gpus-per-node")]
     assert found == ([f"#SBATCH --gpus-per-node={gpus}"] if gpus else [])
 
@@ -217,15 +228,15 @@ def test_a_rocm_key_on_another_platform_names_its_owner() -> None:
 
 def test_rccl_advice_reaches_every_rank_and_the_user_has_the_last_word() -> None:
     spec = load_preset("rocm-deepspeed").spec
-    assert "HSA_FORCE_FINE_GRAIN_PCIE=1\n" in dsenv_for(spec, {}, None)
-    start = launch_plan(spec, image="t:1", cluster_dir="/c").steps[0].action
+    assert "HSA_FORCE_FINE_GRAIN_PCIE=1\n" in dsenv_for(resolve(spec), {}, None)
+    start = launch_plan(resolve(spec), image="t:1", cluster_dir="/c").steps[0].action
     assert isinstance(start, ContainerStart)
     assert ("HSA_FORCE_FINE_GRAIN_PCIE", "1") in start.env
     mine = replace(spec, launch=replace(spec.launch, env={"HSA_FORCE_FINE_GRAIN_PCIE": "0"}))
-    assert "HSA_FORCE_FINE_GRAIN_PCIE=0\n" in dsenv_for(mine, {}, None)
+    assert "HSA_FORCE_FINE_GRAIN_PCIE=0\n" in dsenv_for(resolve(mine), {}, None)
     # nothing is added for the platforms whose vendors advise nothing at run time
     cuda = load_preset("cuda-deepspeed").spec
-    assert dsenv_for(cuda, {}, None) == "NCCL_DEBUG=WARN\n"
+    assert dsenv_for(resolve(cuda), {}, None) == "NCCL_DEBUG=WARN\n"
 
 
 @pytest.mark.parametrize(

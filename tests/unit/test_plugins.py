@@ -20,6 +20,7 @@ from builder.fingerprint.sources import collector_request, of_image
 from builder.image.recipe import image_recipe
 from builder.image.render import render_dockerfile
 from builder.launch.plan import launch_plan
+from builder.resolved import resolve
 from builder.spec.loader import spec_from_dict
 from tests.fakes import FakeEngine, FakeImage
 
@@ -104,13 +105,13 @@ def xpu_stack(**image: object) -> object:
 @pytest.mark.usefixtures("xpu")
 def test_a_new_platform_with_a_new_collective_renders_launches_and_fingerprints() -> None:
     stack = xpu_stack(fabric="infiniband")
-    dockerfile = render_dockerfile(image_recipe(stack))  # type: ignore[arg-type]
+    dockerfile = render_dockerfile(image_recipe(resolve(stack)))  # type: ignore[arg-type]
     assert "FROM intel/oneapi-basekit:2025.3.0-0-devel-ubuntu24.04 AS " in dockerfile
     assert "libibverbs1" in dockerfile  # the fabric's userspace, for the new library
 
     spec = stack.spec  # type: ignore[attr-defined]
     spec = replace(spec, launch=replace(spec.launch, socket_ifname="ens5"))
-    plan = launch_plan(spec, image="team/xpu:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="team/xpu:1", cluster_dir="/c")
     (first, *_) = plan.of_role("run")
     argv = first.argv
     assert "--device" in argv

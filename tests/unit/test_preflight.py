@@ -14,16 +14,18 @@ from typing import Any
 
 import pytest
 
+from builder import platforms
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.cluster.ssh import Ssh
 from builder.collectives import gloo, nccl
 from builder.errors import UsageError
 from builder.launch.plan import launch_plan
 from builder.payload.preflight import arguments
-from builder.preflight.cluster import MOUNT, ClusterPreflight, check_bundle, preflight_spec
+from builder.preflight.cluster import MOUNT, ClusterPreflight, check_bundle, preflight_stack
 from builder.preflight.probe import MIN_BUDGET, Settings, expected_of, probe_args
 from builder.preflight.report import MARK, Expected, judge
 from builder.preflight.show import table
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 NODES = ("node1", "node2", "node3", "node4")
@@ -251,7 +253,9 @@ PRESETS = ["cuda-deepspeed", "rocm-deepspeed", "gaudi-deepspeed", "cpu-deepspeed
 @pytest.mark.parametrize("preset", PRESETS)
 def test_the_probe_reads_the_arguments_preflight_writes(preset: str) -> None:
     spec = load_preset(preset).spec
-    args = probe_args(spec.image.accelerator, spec.launch.slots, Settings(quick=True), 1)
+    args = probe_args(
+        platforms.get(spec.image.accelerator), spec.launch.slots, Settings(quick=True), 1
+    )
     parsed = arguments().parse_args([*args, "--local_rank=3"])
     assert parsed.slots == spec.launch.slots
     assert parsed.quick
@@ -267,32 +271,38 @@ def test_the_probe_reads_the_arguments_preflight_writes(preset: str) -> None:
 def test_what_the_probe_expects_follows_platform_and_fabric() -> None:
     spec = load_preset("cuda-deepspeed").spec
     fabric = replace(spec, image=replace(spec.image, fabric="infiniband"))
-    from builder import platforms
 
     found = expected_of(
-        "cuda",
+        platforms.get("cuda"),
         ("a", "b"),
         8,
         fabric="infiniband",
-        env=platforms.run_environment(fabric),
+        env=resolve(fabric).run_environment(),
         settings=Settings(),
     )
     assert (found.library.title, found.net, found.device_word) == ("NCCL", "IB", "GPU")
     assert (
         expected_of(
-            "rocm", ("a",), 8, fabric="roce", env={"NCCL_NET": "IB"}, settings=Settings()
+            platforms.get("rocm"),
+            ("a",),
+            8,
+            fabric="roce",
+            env={"NCCL_NET": "IB"},
+            settings=Settings(),
         ).library.title
         == "RCCL"
     )
-    gaudi = expected_of("gaudi", ("a",), 8, fabric="none", env={}, settings=Settings())
+    gaudi = expected_of(
+        platforms.get("gaudi"), ("a",), 8, fabric="none", env={}, settings=Settings()
+    )
     assert (gaudi.library.title, gaudi.net, gaudi.device_word) == ("HCCL", None, "HPU")
 
 
 def test_the_probes_plan_is_the_runs_plan_but_for_script_and_name(tmp_path: Path) -> None:
     spec = load_preset("cuda-deepspeed").spec
     folder = str(tmp_path / "cluster")
-    probe = preflight_spec(spec, folder, Settings(quick=True))
-    run = launch_plan(spec, image="img:1", cluster_dir=folder)
+    probe = preflight_stack(resolve(spec), folder, Settings(quick=True))
+    run = launch_plan(resolve(spec), image="img:1", cluster_dir=folder)
     plan = launch_plan(probe, image="img:1", cluster_dir=folder)
     assert (plan.runtime, plan.launcher, plan.nodes) == (run.runtime, run.launcher, run.nodes)
     (launcher,) = plan.of_role("launch")
@@ -312,7 +322,7 @@ def test_the_probes_plan_is_the_runs_plan_but_for_script_and_name(tmp_path: Path
     ]
     bare = replace(spec, launch=replace(spec.launch, runtime="none"))
     (step,) = launch_plan(
-        preflight_spec(bare, folder, Settings()), image="i", cluster_dir=folder
+        preflight_stack(resolve(bare), folder, Settings()), image="i", cluster_dir=folder
     ).of_role("launch")
     assert f"{folder}/preflight/preflight.py" in step.argv
 
@@ -320,11 +330,11 @@ def test_the_probes_plan_is_the_runs_plan_but_for_script_and_name(tmp_path: Path
 def test_the_probes_launch_script_is_valid_sh(tmp_path: Path) -> None:
     spec = load_preset("cpu-deepspeed").spec
     run = ClusterPreflight(
-        spec, image="i:1", cluster_dir=tmp_path / "c d", settings=Settings(), ssh=Ssh()
+        resolve(spec), image="i:1", cluster_dir=tmp_path / "c d", settings=Settings(), ssh=Ssh()
     )
     script = run.plan.text()
     assert "preflight" in script
-    from builder.launch.bundle import launch_script, needed_files
+    from builder.schedulers.ssh import launch_script, needed_files
 
     text = launch_script(run.plan, str(run.folder), needed_files(spec))
     subprocess.run(["sh", "-n"], input=text, text=True, check=True)
@@ -416,7 +426,7 @@ def test_ctrl_c_anywhere_in_the_run_stops_it_and_judges_nothing(
     from builder.errors import Interrupted
 
     run = ClusterPreflight(
-        load_preset("cpu-deepspeed").spec,
+        resolve(load_preset("cpu-deepspeed").spec),
         image="i:1",
         cluster_dir=tmp_path / "c",
         settings=Settings(),

@@ -16,6 +16,7 @@ from builder.rehearse.report import MARK, Expected, check_reports, probe_reports
 from builder.rehearse.session import Node
 from builder.rehearse.staging import on_node, probed_ops
 from builder.rehearse.torchrun import ROOT_CAUSE, rank_lines
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 
 NODE = Node("node2", "rehearse-1-node2")
@@ -31,9 +32,9 @@ class _Session:
 def test_only_what_a_laptop_lacks_is_changed() -> None:
     spec = load_preset("cuda-deepspeed").spec
     spec = replace(spec, image=replace(spec.image, fabric="infiniband"))
-    plan = launch_plan(spec, image="team/t:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="team/t:1", cluster_dir="/c")
     emitted = plan.steps[1].action
-    adapted = on_node(emitted, NODE, _Session(), spec)  # type: ignore[arg-type]
+    adapted = on_node(emitted, NODE, _Session(), resolve(spec))  # type: ignore[arg-type]
     assert isinstance(emitted, ContainerStart)
     assert isinstance(adapted, ContainerStart)
     argv = adapted.argv()
@@ -48,7 +49,7 @@ def test_only_what_a_laptop_lacks_is_changed() -> None:
     same = ("image", "binds", "env", "command", "detach", "remove")
     assert all(getattr(adapted, name) == getattr(emitted, name) for name in same)
     assert argv[-1] == "team/t:1"
-    launcher = on_node(plan.steps[-1].action, NODE, _Session(), spec)  # type: ignore[arg-type]
+    launcher = on_node(plan.steps[-1].action, NODE, _Session(), resolve(spec))  # type: ignore[arg-type]
     assert "rehearse-1-node2" in launcher.argv()
     assert f"builder-{spec.name}" not in launcher.argv()
 

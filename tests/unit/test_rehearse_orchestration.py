@@ -20,7 +20,8 @@ from builder.contract import PRESET_LABEL, REHEARSAL_LABEL
 from builder.errors import NotInEngine, UsageError
 from builder.launch.plan import launch_plan
 from builder.rehearse.report import MARK
-from builder.rehearse.run import Rehearsal, rehearse
+from builder.rehearse.run import Rehearsal, rehearsal_of, rehearse
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from tests.fakes import TOOLS, FakeEngine, FakeImage, Ran
 
@@ -158,7 +159,7 @@ def run_rehearsal(fake: FakeEngine, spec: Spec, launcher: str | None = None) -> 
 def over_ssh(fake: FakeEngine, spec: Spec) -> Rehearsal:
     """The deepspeed rehearsal of spec on two nodes, in phases."""
     image = f"{spec.image.name}:{spec.image.tag}"
-    return Rehearsal(spec, image=image, engine=fake, nodes=2, launcher="deepspeed")
+    return Rehearsal(rehearsal_of(spec, "deepspeed"), image=image, engine=fake, nodes=2)
 
 
 def assert_nothing_left(fake: FakeEngine) -> None:
@@ -200,7 +201,7 @@ def test_the_emitted_gpu_flags_would_not_start_here() -> None:
     """Why the stand-in's flags matter: the fake, like docker on this machine, refuses --gpus."""
     spec = load_preset("cuda-deepspeed").spec
     fake = FakeEngine(stack_image(spec))
-    plan = launch_plan(spec, image="builder/cuda-deepspeed:latest", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="builder/cuda-deepspeed:latest", cluster_dir="/c")
     emitted = plan.of_role("start")[0].argv
     assert "--gpus" in emitted
     code, output = fake.cli(emitted, 5)

@@ -16,6 +16,7 @@ from builder.image.context import render_outputs
 from builder.image.recipe import image_recipe, spec_hash
 from builder.image.render import render_apptainer, render_dockerfile
 from builder.image.steps import apt_install
+from builder.resolved import resolve
 from builder.spec.loader import Stack, load_preset, load_spec, parse_spec
 from builder.spec.presets import preset_names
 from builder.templating import def_shell, docker_value
@@ -33,7 +34,7 @@ def stack_of(text: str) -> Stack:
 
 
 def outputs(stack: Stack) -> dict[str, str]:
-    return {f.path: f.text for f in render_outputs(stack, "all")}
+    return {f.path: f.text for f in render_outputs(resolve(stack), "all")}
 
 
 @pytest.mark.parametrize("name", preset_names())
@@ -83,14 +84,14 @@ def test_env_and_labels_are_quoted_once() -> None:
     stack = stack_of(
         MINIMAL + f"  env: {{TRICKY: {json.dumps(TRICKY)}}}\n  labels: {{x.y: plain}}\n"
     )
-    dockerfile = render_dockerfile(image_recipe(stack))
+    dockerfile = render_dockerfile(image_recipe(resolve(stack)))
     assert f"TRICKY={docker_value(TRICKY)}" in dockerfile
     assert 'x.y="plain"' in dockerfile
 
 
 def test_def_environment_survives_a_real_shell_and_has_no_build_args() -> None:
     stack = stack_of(MINIMAL + f"  env: {{TRICKY: {json.dumps(TRICKY)}}}\n")
-    text = render_apptainer(image_recipe(stack))
+    text = render_apptainer(image_recipe(resolve(stack)))
     assert "{{" not in text
     (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("export TRICKY=")]
     result = subprocess.run(
@@ -144,7 +145,7 @@ def test_requirements_come_last_and_stay_out_of_the_final_stage(
     path = write_spec(MINIMAL + "  requirements: reqs/train.txt\n  pip: [rich==13.7.1]\n")
     (path.parent / "reqs").mkdir()
     (path.parent / "reqs" / "train.txt").write_text("numpy==2.1.0\n")
-    files = {f.path: f for f in render_outputs(load_spec(path), "all")}
+    files = {f.path: f for f in render_outputs(resolve(load_spec(path)), "all")}
     assert files["requirements.txt"].text == "numpy==2.1.0\n"
     dockerfile = files["Dockerfile"].text
     python_stage, final_stage = dockerfile.split("FROM system AS python")[1].split(
@@ -167,7 +168,7 @@ def test_requirements_change_changes_the_hash(write_spec: Callable[[str], Path])
 def test_missing_requirements_file_names_the_field(write_spec: Callable[[str], Path]) -> None:
     path = write_spec(MINIMAL + "  requirements: nope.txt\n")
     with pytest.raises(UsageError, match=r"image\.requirements: cannot read .*nope\.txt"):
-        render_outputs(load_spec(path), "all")
+        render_outputs(resolve(load_spec(path)), "all")
 
 
 def test_non_root_user() -> None:
@@ -200,7 +201,7 @@ def test_ssh_port_reaches_sshd_client_and_expose() -> None:
 
 
 def test_docker_daemon_def_needs_a_tag() -> None:
-    recipe = image_recipe(stack_of(MINIMAL))
+    recipe = image_recipe(resolve(stack_of(MINIMAL)))
     with pytest.raises(ValueError, match="explicit name:tag"):
         render_apptainer(recipe, "docker-daemon", "team/train")
     text = render_apptainer(recipe, "docker-daemon", "team/train:1.0")
@@ -221,7 +222,7 @@ def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
     from builder.image.render import system_stage_key
 
     def key(stack: Stack) -> str:
-        recipe = image_recipe(stack)
+        recipe = image_recipe(resolve(stack))
         text = render_dockerfile(recipe)
         first = text.split(" AS system\n", 1)[1].splitlines()
         line = next(line for line in first if not line.startswith("#"))

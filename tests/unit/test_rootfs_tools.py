@@ -11,6 +11,7 @@ import pytest
 
 from builder.cluster.keys import node_ssh_config
 from builder.image.context import render_outputs
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from builder.spec.presets import preset_names
 from tests.conftest import real_tool
@@ -23,7 +24,7 @@ SSH_PRESETS = [n for n in preset_names() if load_preset(n).spec.image.ssh.enable
 
 
 def rendered(name: str, tmp_path: Path) -> Path:
-    for f in render_outputs(load_preset(name), "docker"):
+    for f in render_outputs(resolve(load_preset(name)), "docker"):
         path = tmp_path / f.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f.text)

@@ -18,7 +18,6 @@ from builder.cli import app
 from builder.cluster.dsenv import dsenv_for
 from builder.errors import UsageError
 from builder.launch.actions import ApptainerExec, ContainerStart, HostCommand
-from builder.launch.bundle import write_bundle
 from builder.launch.plan import launch_plan
 from builder.launch.secrets import (
     SECRETS_ENV,
@@ -27,9 +26,11 @@ from builder.launch.secrets import (
     secret_files,
     secret_names,
 )
-from builder.launch.slurm import sbatch_script
 from builder.output import write_files
-from builder.spec.loader import load_preset
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.ssh import write_bundle
+from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_text
 
 if TYPE_CHECKING:
@@ -93,7 +94,11 @@ def test_no_plan_prints_a_secret_value() -> None:
         ("none", "torchrun"),
         ("none", "deepspeed"),
     ):
-        plan = launch_plan(spec, image="i:1", cluster_dir="/c", runtime=runtime, launcher=launcher)
+        plan = launch_plan(
+            resolve(spec, runtime_name=runtime, launcher_name=launcher),
+            image="i:1",
+            cluster_dir="/c",
+        )
         shown = plan.text() + json.dumps(plan.as_data())
         assert SECRET not in shown, (runtime, launcher)
         assert "p@ss" not in shown, (runtime, launcher)
@@ -112,7 +117,7 @@ def test_no_plan_prints_a_secret_value() -> None:
 def test_mpirun_exports_no_secret_value() -> None:
     spec = with_env("cpu-deepspeed", ENV)
     spec = replace(spec, image=replace(spec.image, openmpi=True))
-    plan = launch_plan(spec, image="i:1", cluster_dir="/c", launcher="mpirun")
+    plan = launch_plan(resolve(spec, launcher_name="mpirun"), image="i:1", cluster_dir="/c")
     assert SECRET not in plan.text()
     assert "NCCL_DEBUG=INFO" in plan.text()
     (launch,) = plan.of_role("launch")
@@ -122,7 +127,7 @@ def test_mpirun_exports_no_secret_value() -> None:
 def test_a_spec_without_secrets_has_no_secret_files() -> None:
     spec = with_env("cpu-deepspeed", {"NCCL_DEBUG": "INFO"}, secret=())
     assert secret_files(spec) == []
-    plan = launch_plan(spec, image="i:1", cluster_dir="/c")
+    plan = launch_plan(resolve(spec), image="i:1", cluster_dir="/c")
     assert "--env-file" not in plan.text()
 
 
@@ -131,7 +136,11 @@ def test_the_sbatch_script_names_the_file_not_the_value(runtime: str) -> None:
     spec = with_env("cuda-torchrun", ENV)
     slurm = replace(spec.launch.slurm, docker=True)  # docker under srun only when asked
     spec = replace(spec, launch=replace(spec.launch, slurm=slurm))
-    text = sbatch_script(spec, image="t:1", cluster_dir="/shared/c", source="s", runtime=runtime)
+    text = sbatch_script(
+        resolve(Stack(spec, "s", None), runtime_name=runtime, scheduler_name="slurm"),
+        image="t:1",
+        cluster_dir="/shared/c",
+    )
     assert SECRET not in text
     assert "p@ss" not in text
     assert "NCCL_DEBUG=INFO" in text
@@ -141,17 +150,17 @@ def test_the_sbatch_script_names_the_file_not_the_value(runtime: str) -> None:
 
 def test_deepspeed_env_leaves_secrets_to_the_container() -> None:
     spec = with_env("cpu-deepspeed", ENV)
-    text = dsenv_for(spec, {}, None)
+    text = dsenv_for(resolve(spec), {}, None)
     assert SECRET not in text
     assert "HF_TOKEN" not in text
     assert "NCCL_DEBUG=INFO" in text
     with pytest.raises(UsageError, match=r"HF_TOKEN: a secret never goes into \.deepspeed_env"):
-        dsenv_for(spec, {"HF_TOKEN": "x"}, None)
+        dsenv_for(resolve(spec), {"HF_TOKEN": "x"}, None)
 
 
 def test_the_bundle_keeps_secret_values_out_of_its_readable_files(tmp_path: Path) -> None:
     spec = with_env("cpu-deepspeed", ENV)
-    written = write_bundle(spec, tmp_path / "b", image="i:1", force=False)
+    written = write_bundle(resolve(spec), tmp_path / "b", image="i:1", force=False)
     written += write_files(secret_files(spec), tmp_path / "b", force=False)
     names = {path.name for path in written}
     assert {"launch.sh", "plan.json", ".deepspeed_env", SECRETS_ENV, SECRETS_SH} <= names

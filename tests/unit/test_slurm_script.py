@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import SpecError, UsageError
-from builder.launch.slurm import sbatch_script
+from builder.resolved import resolve
+from builder.schedulers.slurm import sbatch_script
 from builder.spec import Slurm
-from builder.spec.loader import load_preset
+from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_text
 from tests.conftest import real_tool
 
@@ -38,7 +39,9 @@ def script(preset: str = "cuda-torchrun", **launch: object) -> str:
     spec = with_slurm(spec, cpus_per_task=spec.launch.slurm.cpus_per_task or 16, docker=True)
     runtime = spec.launch.runtime if "runtime" in launch else None
     return sbatch_script(
-        spec, image="team/t:1", cluster_dir="/shared/c", source="s", runtime=runtime
+        resolve(Stack(spec, "s", None), runtime_name=runtime, scheduler_name="slurm"),
+        image="team/t:1",
+        cluster_dir="/shared/c",
     )
 
 
@@ -134,7 +137,11 @@ def test_a_mount_path_with_a_colon_is_refused_in_every_runtime() -> None:
     spec = replace(spec, launch=replace(spec.launch, mounts=mounts, slurm=slurm))
     for runtime in ("docker", "apptainer", "singularity"):
         with pytest.raises(UsageError, match="holds ':'"):
-            sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime=runtime)
+            sbatch_script(
+                resolve(Stack(spec, "s", None), runtime_name=runtime, scheduler_name="slurm"),
+                image="t:1",
+                cluster_dir="/c",
+            )
 
 
 HOSTILE = [
@@ -235,7 +242,7 @@ def test_a_hostile_value_in_the_cli_exits_1_and_writes_nothing(tmp_path: Path) -
 def test_every_shell_value_is_quoted_in_one_place() -> None:
     """Export values, the port and the command's arguments all go through shell_word."""
     from builder.launch.launchers import FromShell
-    from builder.launch.slurm import shell_line, shell_word
+    from builder.schedulers.slurm import shell_line, shell_word
 
     assert shell_word("a b") == "'a b'"
     assert shell_word(FromShell('"$X"')) == '"$X"'
@@ -247,36 +254,52 @@ def test_every_shell_value_is_quoted_in_one_place() -> None:
 def test_docker_under_srun_is_refused_with_the_reason() -> None:
     spec = load_preset("cuda-torchrun").spec
     with pytest.raises(UsageError, match=r"outside the job's cgroup.*survives scancel"):
-        sbatch_script(spec, image="t:1", cluster_dir="/c", source="s", runtime="docker")
+        sbatch_script(
+            resolve(Stack(spec, "s", None), runtime_name="docker", scheduler_name="slurm"),
+            image="t:1",
+            cluster_dir="/c",
+        )
     with pytest.raises(UsageError, match=r"--runtime apptainer"):
-        sbatch_script(with_slurm(spec, runtime="docker"), image="t:1", cluster_dir="/c", source="s")
+        sbatch_script(
+            resolve(Stack(with_slurm(spec, runtime="docker"), "s", None), scheduler_name="slurm"),
+            image="t:1",
+            cluster_dir="/c",
+        )
 
 
 def test_the_spec_runtime_docker_is_not_the_batch_runtime() -> None:
     text = sbatch_script(
-        load_preset("cuda-torchrun").spec, image="t:1", cluster_dir="/c", source="s"
+        resolve(Stack(load_preset("cuda-torchrun").spec, "s", None), scheduler_name="slurm"),
+        image="t:1",
+        cluster_dir="/c",
     )
     assert " -- apptainer exec --cleanenv --nv " in text
 
 
 def test_cpus_per_task_is_required_and_reaches_the_step() -> None:
     spec = load_preset("cuda-torchrun").spec
-    text = sbatch_script(spec, image="t:1", cluster_dir="/c", source="s")
+    text = sbatch_script(
+        resolve(Stack(spec, "s", None), scheduler_name="slurm"), image="t:1", cluster_dir="/c"
+    )
     assert "#SBATCH --cpus-per-task=64\n" in text
     assert "srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1" in text
     with pytest.raises(SpecError, match=r"launch.slurm.cpus_per_task.*all 8 rank"):
         sbatch_script(
-            with_slurm(spec, cpus_per_task=None), image="t:1", cluster_dir="/c", source="s"
+            resolve(Stack(with_slurm(spec, cpus_per_task=None), "s", None), scheduler_name="slurm"),
+            image="t:1",
+            cluster_dir="/c",
         )
 
 
 def test_gaudi_cards_are_the_gres_habana_documents() -> None:
     text = sbatch_script(
-        load_preset("gaudi-deepspeed").spec,
+        resolve(
+            Stack(load_preset("gaudi-deepspeed").spec, "s", None),
+            launcher_name="torchrun",
+            scheduler_name="slurm",
+        ),
         image="t:1",
         cluster_dir="/c",
-        source="s",
-        launcher="torchrun",
     )
     options = [line for line in text.splitlines() if line.startswith("#SBATCH")]
     assert "#SBATCH --gres=gpu:8" in options

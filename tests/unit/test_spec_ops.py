@@ -22,6 +22,7 @@ from builder.image.context import render_outputs
 from builder.payload import payload_path
 from builder.platforms import every, get
 from builder.rehearse.staging import PROBED_OPS
+from builder.resolved import resolve
 from builder.spec.loader import load_preset, parse_spec
 from tests.conftest import unavailable
 
@@ -190,7 +191,7 @@ def test_the_probe_uses_the_ops_the_rehearsal_expects() -> None:
 
 def test_the_dockerfile_builds_and_checks_the_ops(tmp_path: Path) -> None:
     stack = load_preset("cuda-deepspeed")
-    files = {f.path: f for f in render_outputs(stack, "docker")}
+    files = {f.path: f for f in render_outputs(resolve(stack), "docker")}
     text = files["Dockerfile"].text
     line = next(x for x in text.splitlines() if "--no-build-isolation deepspeed" in x)
     words = shlex.split(line.removeprefix(" && ").removesuffix(" \\"))

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 RENDER = (
     "from builder.image.context import render_outputs\n"
-    "from builder.spec.loader import load_preset\n"
+    "from builder.spec.loader import load_preset\nfrom builder.resolved import resolve\n"
     "for name in ('cpu-deepspeed', 'cuda-torchrun'):\n"
-    "    for f in render_outputs(load_preset(name), 'all'):\n"
+    "    for f in render_outputs(resolve(load_preset(name)), 'all'):\n"
     "        print(f.path); print(f.text)\n"
 )
 

@@ -40,6 +40,12 @@ def every() -> tuple[Launcher, ...]:
     return tuple(get(name) for name in names())
 
 
+def rehearsal_refusal(name: str) -> str | None:
+    """Why the launcher called name cannot be rehearsed on this machine (None: it can, or
+    there is no such launcher)."""
+    return get(name).rehearsal if name in names() else None
+
+
 @cache
 def setting_keys() -> tuple[Extra, ...]:
     """The launch keys the launchers own (gaudi_spawn, ...)."""
@@ -57,6 +63,7 @@ __all__ = [
     "get",
     "mpirun_argv",
     "names",
+    "rehearsal_refusal",
     "setting_keys",
     "torchrun_argv",
 ]

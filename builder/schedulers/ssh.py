@@ -1,4 +1,5 @@
-"""`builder bundle`: one folder with everything a run needs, and a README saying how.
+"""The ssh scheduler, `builder bundle`: one folder with everything a run needs, and a
+README saying how.
 
 keys (made once, kept on later bundles), the nodes' ssh client config,
 hostfile, .deepspeed_env, the launch commands as a script, the plan as JSON.
@@ -28,46 +29,57 @@ from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile, check_private, write_files
+from builder.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.resolved import Resolved
     from builder.spec.records import Spec
 
 
-def write_bundle(
-    spec: Spec,
-    directory: Path,
-    *,
-    image: str,
-    force: bool,
-    runtime: str | None = None,
-    launcher: str | None = None,
-) -> list[Path]:
-    """Write the bundle; an existing key is kept (a new one would lock out running nodes).
+class Ssh(Scheduler):
+    """Nodes reached over ssh (or by hand): launch.sh runs each node's part."""
+
+    name = "ssh"
+    started = "on each node `sh launch.sh NODE`; then, for deepspeed, `sh launch.sh launch`"
+    stopped = "Ctrl-C on the launcher's launch.sh, or `sh launch.sh stop` on its node"
+
+    def materialize(
+        self, resolved: Resolved, *, image: str, cluster_dir: Path, force: bool = False
+    ) -> list[OutputFile]:
+        """The bundle's files; an existing key is kept unless force (a new one would lock
+        out running nodes)."""
+        spec = resolved.spec
+        directory = str(cluster_dir.resolve())
+        plan = launch_plan(resolved, image=image, cluster_dir=directory)
+        hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
+        port = spec.image.ssh.port
+        files = [
+            OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
+            OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
+            OutputFile("launch.sh", 0o755, launch_script(plan, directory, needed_files(spec))),
+            OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
+            OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
+            OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
+            OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
+            *kept_or_new(cluster_dir, comment=f"builder-{spec.name}", force=force),
+        ]
+        return files + secret_files(spec)  # 0600; none when launch.env holds no secret
+
+
+SCHEDULER = Ssh()
+
+
+def write_bundle(resolved: Resolved, directory: Path, *, image: str, force: bool) -> list[Path]:
+    """Write the bundle. Everything is prepared first (keys included) and written in one
+    call: a refusal writes nothing.
 
     A folder made here is 0700; an existing one keeps its mode and owner, and is
     refused if other users may enter it (it holds the cluster's private keys).
     """
     check_private(directory)
-    plan = launch_plan(
-        spec, image=image, cluster_dir=str(directory.resolve()), runtime=runtime, launcher=launcher
-    )
-    hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
-    port = spec.image.ssh.port
-    secrets = secret_files(spec)  # 0600; none when launch.env holds no secret
-    needed = needed_files(spec)
-    files = [
-        OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
-        OutputFile(DSENV, 0o644, dsenv_for(spec, {}, None)),
-        OutputFile("launch.sh", 0o755, launch_script(plan, str(directory.resolve()), needed)),
-        OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
-        OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
-        OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
-        OutputFile(SSH_CONFIG, 0o600, host_ssh_config(directory, port)),
-        *kept_or_new(directory, comment=f"builder-{spec.name}", force=force),
-    ]
-    files += secrets
+    files = SCHEDULER.materialize(resolved, image=image, cluster_dir=directory, force=force)
     return write_files(files, directory, force=force, private=True)
 
 

@@ -1,4 +1,5 @@
-"""The sbatch script: one Slurm task per node, each running the launcher in the runtime.
+"""The Slurm scheduler, `builder slurm`: one Slurm task per node, each running the
+launcher in the runtime.
 
 The shape people use: ``#SBATCH`` options from the spec (and the platform's
 resources), the master from ``scontrol show hostnames "$SLURM_JOB_NODELIST"``
@@ -24,20 +25,21 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from builder import platforms
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.errors import Problem, SpecError, UsageError
-from builder.fabrics import fabric
-from builder.launch import launchers
-from builder.launch.launchers import FromShell, LaunchContext
-from builder.launch.plan import chosen, setup_of
+from builder.launch.launchers import FromShell, torchrun
+from builder.launch.plan import Placement, check_pair, prepare
+from builder.output import OutputFile
+from builder.schedulers.base import Scheduler
 from builder.spec.records import ENV_NAME
 from builder.templating import HEADER, render_template
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
-    from builder.spec.records import Spec
+    from builder.resolved import Resolved
+    from builder.spec.records import LaunchSpec
 
 # Left for the batch shell to expand on the node, never quoted away.
 NNODES = FromShell('"$SLURM_NNODES"')
@@ -103,47 +105,62 @@ CPUS_ADVICE = (
 )
 
 
-def sbatch_script(
-    spec: Spec,
-    *,
-    image: str,
-    cluster_dir: str,
-    source: str,
-    runtime: str | None = None,
-    launcher: str | None = None,
-) -> str:
-    """The job script of spec's launch (the runtime and launcher from the spec, or these)."""
-    launch = spec.launch
-    name = launcher or launch.launcher
-    if name in launchers.names() and not launchers.get(name).batch:
+class Slurm(Scheduler):
+    """A Slurm batch job: one task per node, each running the launcher in the runtime."""
+
+    name = "slurm"
+    batch = True
+    started = "`sbatch job.sbatch` on the login node"
+    stopped = "`scancel JOBID` (srun stops every node's task)"
+
+    def runtime_of(self, launch: LaunchSpec) -> str:
+        return launch.slurm.runtime
+
+    def materialize(
+        self,
+        resolved: Resolved,
+        *,
+        image: str,
+        cluster_dir: Path,
+        force: bool = False,  # noqa: ARG002 - a batch script keeps nothing from a run
+    ) -> list[OutputFile]:
+        script = sbatch_script(resolved, image=image, cluster_dir=str(cluster_dir.resolve()))
+        return [OutputFile(SCRIPT, 0o755, script)]
+
+
+SCHEDULER = Slurm()
+SCRIPT = "job.sbatch"
+BATCH_LAUNCHER = torchrun.LAUNCHER
+"""What each node's batch task runs when the spec's launcher cannot (the advice of the
+refusal, and what the rehearsal's Slurm job runs): named, never picked by sort order."""
+
+
+def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
+    """The job script of the resolved stack's run (its runtime and launcher)."""
+    spec, source = resolved.spec, resolved.stack.source
+    launch, run, launcher = spec.launch, resolved.runtime, resolved.launcher
+    if not launcher.batch:
         raise UsageError(
-            f"`builder slurm` writes one Slurm task per node, each running torchrun; launcher "
-            f"{name!r} is not supported in batch scripts. Pass --launcher torchrun: "
+            f"`builder slurm` writes one Slurm task per node, each running "
+            f"{BATCH_LAUNCHER.name}; launcher {launcher.name!r} is not supported in batch "
+            f"scripts. Pass --launcher {BATCH_LAUNCHER.name}: "
             "DeepSpeed's engine takes its ranks from torchrun's RANK/LOCAL_RANK/WORLD_SIZE "
-            "(a script that requires --local_rank must read LOCAL_RANK instead)"
+            "(a script that requires --local_rank must read LOCAL_RANK instead)",
+            field="--launcher",
+            value=launcher.name,
         )
-    run, batch_launcher = chosen(spec, runtime or launch.slurm.runtime, name)
+    check_pair(resolved)
     if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    setup = setup_of(spec, image, cluster_dir, batch_launcher)
-    context = LaunchContext(
-        spec=spec,
-        nodes=(),
-        master=MASTER,
-        cluster=run.cluster_path(cluster_dir),
-        rdzv_id=JOB,
-        nnodes=NNODES,
-        endpoint=ENDPOINT,
-        env=setup.env,
-        secrets=setup.secrets,
-    )
-    action = run.batch(setup, batch_launcher.command(context))
+    placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT)
+    setup, command = prepare(resolved, image, cluster_dir, placement)
+    action = run.batch(setup, command)
     exports = [*setup.env, *run.batch_env(setup)]
-    options = _options(spec, nnodes, source)
+    options = _options(resolved, nnodes)
     paths = run.host_paths(setup)
     checked = [*NODE_CHECK, *paths, "--"] if paths else []
-    if fabric(spec.image.fabric).needs_memlock and not run.outside_the_job:
+    if resolved.fabric.needs_memlock and not run.outside_the_job:
         checked = [*MEMLOCK_CHECK, *checked]
     return render_template(
         "slurm/job.sbatch.j2",
@@ -202,18 +219,19 @@ def _option_problem(option: str, value: str | None) -> str | None:
     return None
 
 
-def _options(spec: Spec, nnodes: int, source: str) -> list[str]:
+def _options(resolved: Resolved, nnodes: int) -> list[str]:
     """Every #SBATCH line, each through sbatch_option; a value from the spec's fields is
     reported as a problem of the spec (source), builder's own as a usage error."""
+    spec, source, platform = resolved.spec, resolved.stack.source, resolved.platform
     slurm = spec.launch.slurm
     lines = [
         sbatch_option("job-name", spec.name, "name", source),
         sbatch_option("nodes", str(nnodes), "launch.nodes", source),
         sbatch_option("ntasks-per-node", "1", "builder"),
     ]
-    for item in platforms.get(spec.image.accelerator).slurm_options(spec.launch):
+    for item in platform.slurm_options(spec.launch):
         option, _, given = item.removeprefix("--").partition("=")
-        lines.append(sbatch_option(option, given, f"the {spec.image.accelerator} platform"))
+        lines.append(sbatch_option(option, given, f"the {platform.name} platform"))
     if slurm.cpus_per_task:
         cpus = str(slurm.cpus_per_task)
         lines.append(sbatch_option("cpus-per-task", cpus, "launch.slurm.cpus_per_task", source))

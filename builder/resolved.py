@@ -1,0 +1,134 @@
+"""The one place a stack becomes what every command works from: a ``Resolved`` stack.
+
+``resolve`` runs once per command. It applies --base-image and the lock and
+checks them once, picks the runtime and launcher (the spec's, or the command's
+overrides, checked together and against the image), and looks every plug-in up
+by name here and nowhere else: the platform (and through it the collective
+library), the fabric, the launcher, the runtime, the scheduler. Everything
+downstream (recipe, build, launch plan, bundle, batch script, rehearsal,
+preflight, fingerprint) reads these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from builder import platforms, schedulers
+from builder.errors import UsageError
+from builder.fabrics import fabric
+from builder.image.inputs import BuildInputs, with_base
+from builder.launch import launchers
+from builder.launch.runtimes import runtime
+from builder.lock.apply import with_lock
+from builder.spec.check import launcher_problems
+from builder.spec.loader import Stack
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.collectives import Collective
+    from builder.engine.base import Engine
+    from builder.fabrics import Fabric, FabricUse
+    from builder.launch.launchers.base import Launcher
+    from builder.launch.runtimes import Runtime
+    from builder.platforms.base import Platform, ResolvedImage
+    from builder.schedulers.base import Scheduler
+    from builder.spec.records import Spec
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A stack with every choice made: the spec (its base applied), the build inputs
+    (its lock held), and the plug-ins, as objects."""
+
+    stack: Stack
+    inputs: BuildInputs
+    platform: Platform
+    image: ResolvedImage
+    fabric: Fabric
+    launcher: Launcher
+    runtime: Runtime
+    scheduler: Scheduler
+
+    @property
+    def spec(self) -> Spec:
+        return self.stack.spec
+
+    @property
+    def collective(self) -> Collective:
+        return self.platform.collective
+
+    @property
+    def network(self) -> FabricUse:
+        """What the collective library needs over the fabric."""
+        return self.collective.over(self.fabric)
+
+    def with_spec(self, spec: Spec) -> Resolved:
+        """The same stack with another run of the same image (a probe's, a rehearsal's):
+        its plug-ins stay, so the image section may not change."""
+        if spec.image != self.spec.image:
+            raise ValueError("with_spec changes the run, never the image")
+        return replace(self, stack=replace(self.stack, spec=spec))
+
+    def run_environment(self) -> dict[str, str]:
+        """What every rank's environment gets: the platform's advice, the fabric's, the
+        interface of launch.socket_ifname for each of its collective libraries, then
+        launch.env."""
+        interface = self.spec.launch.socket_ifname
+        sockets = dict.fromkeys(self.platform.socket_variables, interface) if interface else {}
+        return {**self.platform.run_env(), **self.network.env, **sockets, **self.spec.launch.env}
+
+
+def resolve(
+    stack: Stack | Spec,
+    inputs: BuildInputs | None = None,
+    *,
+    runtime_name: str | None = None,
+    launcher_name: str | None = None,
+    scheduler_name: str = "ssh",
+    lock_of: Path | None = None,
+    engine: Engine | None = None,
+) -> Resolved:
+    """stack resolved for a command: --base-image (in inputs) applied and checked, the
+    lock beside lock_of (the spec file) read and checked (its base against engine, when
+    given), and the runtime and launcher of the run (the scheduler's default runtime and
+    the spec's launcher, unless named) checked together and against the image."""
+    if not isinstance(stack, Stack):
+        stack = Stack(stack, f"stack {stack.name}", None)
+    inputs = inputs or BuildInputs()
+    stack = with_base(stack, inputs)
+    inputs = with_lock(stack, inputs, lock_of, engine)
+    spec = stack.spec
+    scheduler = schedulers.get(scheduler_name)
+    run = runtime(runtime_name or scheduler.runtime_of(spec.launch))
+    launcher = _launcher(spec, launcher_name or spec.launch.launcher)
+    platform = platforms.get(spec.image.accelerator)
+    return Resolved(
+        stack=stack,
+        inputs=inputs,
+        platform=platform,
+        image=platform.resolve(spec.image),
+        fabric=fabric(spec.image.fabric),
+        launcher=launcher,
+        runtime=run,
+        scheduler=scheduler,
+    )
+
+
+def _launcher(spec: Spec, name: str) -> Launcher:
+    """The launcher called name, checked against the image (an override, or the launcher
+    of a derived run such as a rehearsal's, as the spec's own was)."""
+    if name not in launchers.names():
+        raise UsageError(
+            f"--launcher {name!r}: choose one of {', '.join(launchers.names())}",
+            field="--launcher",
+            value=name,
+        )
+    launcher = launchers.get(name)
+    problems = launcher_problems(spec.image, replace(spec.launch, launcher=name))
+    if problems:
+        raise UsageError(
+            f"launcher {name}: " + "; ".join(f"{path}: {what}" for path, what in problems)
+        )
+    return launcher
