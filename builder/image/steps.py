@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from builder.contract import TORCH_DIR, VENV
 from builder.image.inputs import check_index_url
+from builder.image.tools import COMPILERS, INSTALLED
 
 if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
@@ -38,12 +39,6 @@ DS_OPS_CHECK_TARGET = f"{BUILD_DIR}/ds-ops-check.py"
 CA_FILE = "builder-ca.pem"
 CA_TARGET = "/tmp/builder-ca.pem"
 TRUSTED_CA = "/usr/local/share/ca-certificates/builder-build-ca.crt"
-# DeepSpeed's init_distributed under mpirun (no RANK in the environment) finds the
-# ranks with mpi_discovery(), which imports mpi4py. Built from source against the
-# image's own OpenMPI (the base image's $MPICC, else mpicc: Habana's images set
-# MPICC to their OpenMPI's), never a wheel with another MPI inside; 4.1.2 is the
-# PyPI release of 2025 (https://pypi.org/project/mpi4py/4.1.2/).
-MPI4PY = "mpi4py==4.1.2"
 BASE_TORCH = f"{VENV}/base-torch.txt"
 """The base image's torch as a pip constraint (torch==VERSION), kept in the venv."""
 BASE_TORCH_PIN = 'import importlib.metadata as m; print("torch==" + m.version("torch"))'
@@ -118,15 +113,15 @@ def apt_packages(stack: Resolved) -> list[str]:
     """The OS packages of the image, sorted."""
     image, resolved = stack.spec.image, stack.image
     packages = {"ca-certificates", "python3", "python3-venv", *resolved.system_packages}
-    if resolved.deepspeed or image.openmpi:
+    if resolved.deepspeed:
         # DeepSpeed compiles its ops just in time on first use (CPU shm, fused
-        # Adam, ...): it needs a C++ compiler and Python headers at run time;
-        # mpi4py is compiled against the image's OpenMPI with the same tools.
-        packages |= {"g++", "python3-dev"}
+        # Adam, ...): it needs a C++ compiler and Python headers at run time
+        packages |= set(COMPILERS)
     if image.ssh.enabled:
         packages |= {"openssh-client", "openssh-server"}
-    if image.pdsh:
-        packages.add("pdsh")
+    for tool in INSTALLED:  # what launchers need: pdsh, OpenMPI (and its compilers)
+        if tool.present(image):
+            packages |= set(tool.packages(stack.platform))
     packages |= set(stack.network.packages)
     packages |= set(image.apt)
     return sorted(packages)
@@ -208,13 +203,10 @@ def python_steps(
         steps.append(_torch_step(resolved, inputs, pip))
     if resolved.deepspeed:
         steps.append(_deepspeed_step(resolved, pip))
-    if image.openmpi:
-        steps.append(
-            Step(
-                "mpi4py, compiled against the image's OpenMPI (DeepSpeed's mpi_discovery)",
-                (f'MPICC="${{MPICC:-mpicc}}" {pip} --no-binary mpi4py {MPI4PY}',),
-            )
-        )
+    for tool in INSTALLED:
+        step = tool.pip_step(pip) if tool.present(image) else None
+        if step is not None:
+            steps.append(Step(*step))
     if image.pip:
         packages = " ".join(shlex.quote(p) for p in image.pip)
         steps.append(Step("extra pip packages", (f"{pip} {packages}",)))

@@ -277,11 +277,12 @@ class Platform:
         return env
 
     openmpi_packages: ClassVar[tuple[str, ...]] = ("openmpi-bin", "libopenmpi-dev")
-    """The distribution's OpenMPI, for image.openmpi (mpirun and mpicc for mpi4py)."""
+    """The distribution's OpenMPI, for image.openmpi (mpirun and mpicc for mpi4py; what
+    ``builder.image.tools.OPENMPI`` installs on this platform)."""
 
-    def system_packages(self, image: ImageSpec) -> tuple[str, ...]:
+    def system_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
         """OS packages of the final image that this platform needs."""
-        return self.openmpi_packages if image.openmpi else ()
+        return ()
 
     def build_packages(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
         """OS packages the python stage needs while building, never in the final image."""

@@ -137,3 +137,32 @@ def test_a_new_collectives_fabrics_are_checked_and_listed() -> None:
     text = str(caught.value)
     assert "efa (AWS Elastic Fabric Adapter) is not for xpu images, only cuda, gaudi" in text
     assert "choose one of none, infiniband" in text
+
+
+def test_what_a_launcher_needs_in_the_image_is_declared_once() -> None:
+    """Its problems, the commands a rehearsal checks and the image's packages come from
+    the launcher's needs (builder.image.tools), not from flags mirrored in three places."""
+    from builder.image.steps import apt_packages
+    from builder.image.tools import INSTALLED
+    from builder.launch import launchers
+    from builder.resolved import resolve
+
+    spec = spec_from_dict(
+        {
+            "name": "bare",
+            "image": {"accelerator": "cpu", "torch": "2.9.0"},
+            "launch": {"launcher": "torchrun"},
+        }
+    ).spec
+    bare = replace(spec.image, pdsh=False, openmpi=False, deepspeed=None)
+    needing = [launcher for launcher in launchers.every() if launcher.needs]
+    assert {launcher.name for launcher in needing} >= {"deepspeed", "mpirun"}
+    for launcher in needing:
+        problems = launcher.problems(bare, spec.launch)
+        for tool in launcher.needs:
+            assert ("launch.launcher", f"{launcher.name} {tool.lacking}") in problems
+            assert set(tool.commands) <= set(launcher.tools)
+    for tool in INSTALLED:
+        image = replace(bare, **{tool.key: True})
+        packages = apt_packages(resolve(replace(spec, image=image)))
+        assert set(tool.packages(platforms.get("cpu"))) <= set(packages)

@@ -269,7 +269,7 @@ def test_a_hung_launcher_is_a_fault_of_the_run() -> None:
 def test_an_image_without_the_launchers_tools_is_refused_before_any_container() -> None:
     spec = load_preset("cpu-deepspeed").spec
     fake = FakeEngine(stack_image(spec, tools=TOOLS - {"pdsh", "deepspeed"}))
-    with pytest.raises(UsageError, match="lacks pdsh, deepspeed, which the deepspeed rehearsal"):
+    with pytest.raises(UsageError, match="lacks deepspeed, pdsh, which the deepspeed rehearsal"):
         run_rehearsal(fake, spec)
     assert fake.called("cli") == []
     assert fake.called("run")  # the tool check ran in a throwaway container

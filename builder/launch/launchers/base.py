@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from builder.errors import shown
 
 if TYPE_CHECKING:
+    from builder.image.tools import ImageTool
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec, Spec
 
@@ -78,13 +79,13 @@ class Launcher:
     otherwise every node runs the same command."""
     reaches_with: ClassVar[str] = ""
     """What carries the run to the other nodes (pdsh, mpirun), for people to read."""
-    needs_deepspeed: ClassVar[bool] = False
-    needs_pdsh: ClassVar[bool] = False
-    needs_openmpi: ClassVar[bool] = False
+    needs: ClassVar[tuple[ImageTool, ...]] = ()
+    """What it needs in the image (``builder.image.tools``): checked against the image's
+    keys, and the commands a rehearsal looks for."""
     reads_dsenv: ClassVar[bool] = False
     """The ranks get .deepspeed_env's variables (DeepSpeed's pdsh launch)."""
-    tools: ClassVar[tuple[str, ...]] = ("python",)
-    """Commands the image must have for it (checked before a rehearsal starts)."""
+    commands: ClassVar[tuple[str, ...]] = ()
+    """Commands of its own the image must have (torchrun, which torch brings)."""
     platforms: ClassVar[tuple[str, ...]] = ()
     """The platforms it is for (empty: every one)."""
     setting_keys: ClassVar[tuple[Extra, ...]] = ()
@@ -124,31 +125,24 @@ class Launcher:
                     break
         return problems
 
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """Commands the image must have for it (checked before a rehearsal starts)."""
+        ssh = ("sshd", "ssh") if self.over_ssh else ()
+        needed = (command for tool in self.needs for command in tool.commands)
+        return tuple(dict.fromkeys((*ssh, *needed, *self.commands, "python")))
+
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What this launcher needs from the image (also checked for --launcher overrides)."""
-        problems: Problems = []
-        if self.needs_deepspeed and not image.deepspeed:
-            problems.append(
-                ("launch.launcher", f"{self.name} needs DeepSpeed: set image.deepspeed")
-            )
-        if self.needs_pdsh and not image.pdsh:
-            problems.append(
-                (
-                    "launch.launcher",
-                    f"{self.name} reaches the other nodes with pdsh: set image.pdsh: true",
-                )
-            )
+        problems: Problems = [
+            ("launch.launcher", f"{self.name} {tool.lacking}")
+            for tool in self.needs
+            if not tool.present(image)
+        ]
         # (pdsh without ssh is reported on its own, as image.pdsh)
         if self.over_ssh and not image.ssh.enabled and not image.pdsh:
             problems.append(
                 ("launch.launcher", f"{self.name} reaches the nodes over ssh: enable image.ssh")
-            )
-        if self.needs_openmpi and not image.openmpi:
-            problems.append(
-                (
-                    "launch.launcher",
-                    f"{self.name} needs OpenMPI in the image: set image.openmpi: true",
-                )
             )
         problems += self._ambiguous_args(launch.args)
         if self.script_arg_parsers and launch.args[:1] == ("--",):

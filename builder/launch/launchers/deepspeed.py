@@ -17,6 +17,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from builder.contract import DSENV, HOSTFILE
+from builder.image.tools import DEEPSPEED, PDSH
 from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
 
 if TYPE_CHECKING:
@@ -120,12 +121,10 @@ class DeepSpeed(Launcher):
     name = "deepspeed"
     over_ssh = True
     reaches_with = "pdsh"
-    needs_deepspeed = True
-    needs_pdsh = True
+    needs = (DEEPSPEED, PDSH)
     reads_dsenv = True
     # deepspeed.launcher.runner on the first node, deepspeed.launcher.launch on each (0.19.8)
     script_arg_parsers = (RUNNER_OPTIONS, LAUNCH_OPTIONS)
-    tools = ("sshd", "ssh", "pdsh", "deepspeed", "python")
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """The image's needs, and values DeepSpeed itself would misread (the pdsh line

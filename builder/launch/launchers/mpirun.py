@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from builder.contract import HOSTFILE
+from builder.image.tools import OPENMPI
 from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand
 
 if TYPE_CHECKING:
@@ -49,8 +50,7 @@ class Mpirun(Launcher):
     name = "mpirun"
     over_ssh = True
     reaches_with = "mpirun"
-    needs_openmpi = True
-    tools = ("sshd", "ssh", "mpirun", "python")
+    needs = (OPENMPI,)
 
     def command(self, context: LaunchContext) -> LauncherCommand:
         spec = context.spec

@@ -99,7 +99,7 @@ TORCHRUN_OPTIONS = (
 
 class Torchrun(Launcher):
     name = "torchrun"
-    tools = ("torchrun", "python")
+    commands = ("torchrun",)
     batch = True
     script_arg_parsers = (TORCHRUN_OPTIONS,)
 
