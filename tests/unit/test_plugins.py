@@ -8,7 +8,7 @@ import json
 import sys
 import textwrap
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -163,6 +163,7 @@ def test_what_a_launcher_needs_in_the_image_is_declared_once() -> None:
             assert ("launch.launcher", f"{launcher.name} {tool.lacking}") in problems
             assert set(tool.commands) <= set(launcher.tools)
     for tool in INSTALLED:
-        image = replace(bare, **{tool.key: True})
+        changes: dict[str, Any] = {tool.key: True}
+        image = replace(bare, **changes)
         packages = apt_packages(resolve(replace(spec, image=image)))
         assert set(tool.packages(platforms.get("cpu"))) <= set(packages)
