@@ -17,15 +17,8 @@ from typing import TYPE_CHECKING
 from builder.collectives import nccl
 from builder.deepspeed_ops import OPS
 from builder.model import Extra
-from builder.platforms.base import (
-    TORCH_INDEX_ROOT,
-    VERSION_PATTERN,
-    Platform,
-    Problems,
-    minor_of,
-    version_key,
-    wheel_problems,
-)
+from builder.platforms._gpu import WheelIndexedGpu
+from builder.platforms.base import VERSION_PATTERN, Problems, minor_of, version_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -130,7 +123,7 @@ def torch_cuda_index(torch: str, cuda: str) -> str | None:
     return max(fitting, key=lambda tag: int(tag[-1]), default=None)
 
 
-class Cuda(Platform):
+class Cuda(WheelIndexedGpu):
     """NVIDIA GPUs."""
 
     name = "cuda"
@@ -139,7 +132,13 @@ class Cuda(Platform):
     )
     hashed_when_unset = ("cuda",)
     base_family = re.compile(r"(^|/)(nvidia/cuda|nvcr\.io/nvidia/)|cuda", re.IGNORECASE)
+    toolkit_key = "cuda"
+    default_toolkit = DEFAULT_CUDA
     default_os = DEFAULT_OS
+    devel_tags = CUDA_DEVEL_TAGS
+    wheel_indexes = TORCH_CUDA_INDEXES
+    wheel_kind = "CUDA"
+    choose_index = torch_cuda_index
     docker_flags = (
         "--gpus",
         "all",
@@ -151,15 +150,10 @@ class Cuda(Platform):
         "stack=67108864",
     )
     apptainer_flags = ("--nv",)
-    gpus_per_slot = True
-    rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     collective = nccl.COLLECTIVE
-    torch_device = "cuda"
-    device_word = "GPU"
     env_prefixes = ("CUDA_", "NVIDIA_")
     deepspeed_ops = tuple(sorted(name for name in OPS if name != "deepspeed_shm_comm"))
     default_deepspeed_ops = ("cpu_adam", "fused_adam")
-    ds_accelerator = "cuda"
     arch_variable = "TORCH_CUDA_ARCH_LIST"
 
     def default_archs(self, image: ImageSpec) -> tuple[str, ...]:
@@ -210,45 +204,19 @@ class Cuda(Platform):
         return problems
 
     def default_base(self, image: ImageSpec) -> str:
-        cuda = image.versions.get("cuda", DEFAULT_CUDA)
-        return f"nvidia/cuda:{cuda}-devel-{image.os or DEFAULT_OS}"
+        return f"nvidia/cuda:{self.toolkit(image)}-devel-{image.os or DEFAULT_OS}"
 
-    def torch_index(self, image: ImageSpec) -> str | None:
-        if image.torch_index:
-            return image.torch_index
-        cuda = image.versions.get("cuda", DEFAULT_CUDA)
-        return f"{TORCH_INDEX_ROOT}/{torch_cuda_index(image.torch or '', cuda)}"
-
-    def problems(self, image: ImageSpec) -> Problems:
-        problems: Problems = []
-        cuda = image.versions.get("cuda", DEFAULT_CUDA)
-        if image.base is None:
-            oses = CUDA_DEVEL_TAGS.get(cuda)
-            if oses is None:
-                problems.append(
-                    (
-                        "image.cuda",
-                        f"nvidia/cuda has no {cuda}-devel image (any more); use one of "
-                        f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base",
-                    )
-                )
-            elif (image.os or DEFAULT_OS) not in oses:
-                problems.append(
-                    ("image.os", f"nvidia/cuda {cuda}-devel exists for {', '.join(oses)}")
-                )
+    def no_devel_image(self, toolkit: str) -> str:
         return (
-            problems
-            + super().problems(image)
-            + _toolkit_problems(image)
-            + wheel_problems(
-                image,
-                key="cuda",
-                toolkit=cuda,
-                table=TORCH_CUDA_INDEXES,
-                choose=torch_cuda_index,
-                kind="CUDA",
-            )
+            f"nvidia/cuda has no {toolkit}-devel image (any more); use one of "
+            f"{', '.join(CUDA_DEVEL_TAGS)} or set image.base"
         )
+
+    def devel_image(self, toolkit: str) -> str:
+        return f"nvidia/cuda {toolkit}-devel"
+
+    def toolkit_problems(self, image: ImageSpec) -> Problems:
+        return _toolkit_problems(image)
 
     def torch_build(self, torch: Mapping[str, object], packages: Mapping[str, str]) -> str | None:  # noqa: ARG002
         return f"CUDA {torch['cuda']}" if torch.get("cuda") else None

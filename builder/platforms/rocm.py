@@ -23,15 +23,8 @@ from typing import TYPE_CHECKING
 
 from builder.collectives import rccl
 from builder.model import Extra
-from builder.platforms.base import (
-    TORCH_INDEX_ROOT,
-    VERSION_PATTERN,
-    Platform,
-    Problems,
-    minor_of,
-    version_key,
-    wheel_problems,
-)
+from builder.platforms._gpu import WheelIndexedGpu
+from builder.platforms.base import VERSION_PATTERN, Problems, minor_of, version_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -109,7 +102,7 @@ def _os_tag(os_name: str) -> str:
     return re.sub(r"^ubuntu", "ubuntu-", os_name)
 
 
-class Rocm(Platform):
+class Rocm(WheelIndexedGpu):
     """AMD Instinct and Radeon GPUs."""
 
     name = "rocm"
@@ -117,7 +110,13 @@ class Rocm(Platform):
         Extra("rocm", "ROCm release of the base (rocm only), e.g. 7.2.", VERSION_PATTERN),
     )
     base_family = re.compile(r"(^|/)rocm/|rocm", re.IGNORECASE)
+    toolkit_key = "rocm"
+    default_toolkit = DEFAULT_ROCM
     default_os = DEFAULT_OS
+    devel_tags = ROCM_DEV_TAGS
+    wheel_indexes = TORCH_ROCM_INDEXES
+    wheel_kind = "ROCm"
+    choose_index = torch_rocm_index
     docker_flags = (
         "--device",
         "/dev/kfd",
@@ -131,18 +130,13 @@ class Rocm(Platform):
         "host",
     )
     apptainer_flags = ("--rocm",)
-    gpus_per_slot = True
-    rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     collective = rccl.COLLECTIVE
-    torch_device = "cuda"
-    device_word = "GPU"
     env_prefixes = ("HSA_", "HIP_", "ROCR_")
     # Without a GPU in the build, DeepSpeed's op builder guesses a wavefront of 32, which
     # the kernels of its inference, quantizer and random_ltd ops read (gfx90a and gfx942
     # run 64): only ops that do not read it are built in.
     deepspeed_ops = ("cpu_adagrad", "cpu_adam", "cpu_lion", "fused_adam", "fused_lamb")
     default_deepspeed_ops = ("cpu_adam", "fused_adam")
-    ds_accelerator = "cuda"  # DeepSpeed's ROCm builds go through its cuda accelerator
     arch_variable = "PYTORCH_ROCM_ARCH"
 
     def default_archs(self, image: ImageSpec) -> tuple[str, ...]:  # noqa: ARG002
@@ -189,42 +183,16 @@ class Rocm(Platform):
         return problems
 
     def default_base(self, image: ImageSpec) -> str:
-        rocm = image.versions.get("rocm", DEFAULT_ROCM)
-        return f"rocm/dev-{_os_tag(image.os or DEFAULT_OS)}:{rocm}"
+        return f"rocm/dev-{_os_tag(image.os or DEFAULT_OS)}:{self.toolkit(image)}"
 
-    def torch_index(self, image: ImageSpec) -> str | None:
-        if image.torch_index:
-            return image.torch_index
-        rocm = image.versions.get("rocm", DEFAULT_ROCM)
-        return f"{TORCH_INDEX_ROOT}/{torch_rocm_index(image.torch or '', rocm)}"
-
-    def problems(self, image: ImageSpec) -> Problems:
-        problems: Problems = []
-        rocm = image.versions.get("rocm", DEFAULT_ROCM)
-        if image.base is None:
-            oses = ROCM_DEV_TAGS.get(rocm)
-            if oses is None:
-                problems.append(
-                    (
-                        "image.rocm",
-                        f"builder knows no rocm/dev image for ROCm {rocm}; use one of "
-                        f"{', '.join(ROCM_DEV_TAGS)} or set image.base",
-                    )
-                )
-            elif (image.os or DEFAULT_OS) not in oses:
-                problems.append(("image.os", f"rocm/dev {rocm} exists for {', '.join(oses)}"))
+    def no_devel_image(self, toolkit: str) -> str:
         return (
-            problems
-            + super().problems(image)
-            + wheel_problems(
-                image,
-                key="rocm",
-                toolkit=rocm,
-                table=TORCH_ROCM_INDEXES,
-                choose=torch_rocm_index,
-                kind="ROCm",
-            )
+            f"builder knows no rocm/dev image for ROCm {toolkit}; use one of "
+            f"{', '.join(ROCM_DEV_TAGS)} or set image.base"
         )
+
+    def devel_image(self, toolkit: str) -> str:
+        return f"rocm/dev {toolkit}"
 
     def run_env(self) -> dict[str, str]:
         return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}
