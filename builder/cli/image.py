@@ -34,9 +34,9 @@ from builder.cli.options import (
     SpecArg,
     TrustCaOpt,
     WheelhouseOpt,
-    check_locked_base,
     choice,
     image_option,
+    image_ref,
     inputs_of,
     key_values,
     resolved_of,
@@ -92,7 +92,6 @@ def build(
     shown_as = progress_for(choice(progress, "--progress", PROGRESS))
     reference = image_option(tag, "--tag")
     engine = connect()  # every option is checked before the engine is asked
-    check_locked_base(resolved.inputs, engine)
     result = build_image(
         resolved,
         engine=engine,
@@ -126,7 +125,7 @@ def push(
     """Push the built image to its registry (the name starts with it) and record the digest
     beside the spec (stack.digest): launch, bundle, slurm and preflight then pin it."""
     stack = stack_of(spec, preset)
-    reference = image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    reference = image_ref(stack, image)
     if "@" in reference:
         raise UsageError(f"--image {reference}: push a name:tag; a digest is what a push gives")
     engine = connect()
@@ -182,7 +181,7 @@ def ship(
     --check compares each node's image id with this engine's and exits 13 when one
     differs or lacks it."""
     stack = stack_of(spec, preset)
-    reference = image_option(image) or f"{stack.spec.image.name}:{stack.spec.image.tag}"
+    reference = image_ref(stack, image)
     if "@" in reference:
         raise UsageError(
             f"--image {reference}: ship a name:tag; `docker load` keeps tags, not registry digests"

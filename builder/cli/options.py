@@ -24,7 +24,6 @@ from builder import (
     resolve,
     write_files,
 )
-from builder import check_locked_base as check_base
 from builder.errors import UsageError, shown
 from builder.spec.loader import MAX_SPEC_BYTES
 from builder.spec.loader import decoded as decode_spec
@@ -226,13 +225,6 @@ def resolved_of(
             err=True,
         )
     return resolved
-
-
-def check_locked_base(inputs: BuildInputs, engine: Engine) -> None:
-    """The engine half of ``resolved_of``: a build reads and checks its lock (with engine
-    None) before connecting, then checks the locked base here."""
-    if inputs.lock is not None:
-        check_base(inputs.lock, engine)
 
 
 def stack_of(spec: Path | None, preset: str | None) -> Stack:

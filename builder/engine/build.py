@@ -28,6 +28,7 @@ from builder.engine.docker import connect
 from builder.errors import BuildError, Interrupted
 from builder.image.context import DOCKERFILE, docker_context
 from builder.image.recipe import image_recipe
+from builder.lock.apply import check_base
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -182,8 +183,11 @@ def build_image(
     engine: Engine | None = None,
 ) -> BuildResult:
     """Build the resolved stack's image and tag it reference (default: the spec's
-    name:tag)."""
+    name:tag). With a lock, its base must still be in the engine as locked."""
     stack, inputs = resolved.stack, resolved.inputs
+    engine = engine or connect()
+    if inputs.lock is not None:
+        check_base(inputs.lock, engine)
     try:
         return run_build(
             docker_context(image_recipe(resolved)),
