@@ -22,13 +22,12 @@ from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
 from builder.errors import Interrupted, UsageError, shown
+from builder.launch.logs import tail
 from builder.launch.plan import launch_plan
 from builder.output import OutputFile, write_files
 from builder.payload import payload_text
 from builder.preflight.probe import FILES, PROBE, expected_of, probe_args
 from builder.preflight.report import Finding, judge
-from builder.rehearse.session import tail
-from builder.rehearse.ssh import node_lines, pdsh_failures
 from builder.schedulers.ssh import launch_script, needed_files, write_bundle
 from builder.spec.records import Mount
 
@@ -237,15 +236,9 @@ class ClusterPreflight:
                     )
                 )
             elif code != 0:
-                failed = pdsh_failures(output)  # the nodes pdsh names, where it does
-                faults += [
-                    Finding(
-                        name,
-                        f"its ranks exited with code {exit}",
-                        log_tail=node_lines(output, name),
-                    )
-                    for name, exit in failed
-                ]
+                # the nodes the launcher's output names, where it does (pdsh's lines)
+                failed = self.resolved.launcher.failures(output)
+                faults += [Finding(f.node, f.what, log_tail=f.log_tail) for f in failed]
                 if not failed:
                     what = f"the probe's launch exited {code}"
                     faults.append(Finding(node, what, log_tail=tail(output)))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder.contract import REHEARSAL_LABEL
 from builder.errors import NotInEngine
+from builder.launch.logs import tail
 from builder.rehearse.report import Fault, check_reports, probe_reports
 
 if TYPE_CHECKING:
@@ -153,7 +154,3 @@ class Session:
         finally:  # the bundle holds the cluster's private key: it goes whatever happened
             shutil.rmtree(self.folder, ignore_errors=True)
         self.phase("teardown")
-
-
-def tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])

@@ -9,13 +9,12 @@ runs in the first node's container and pdsh (or mpirun) reaches the rest.
 from __future__ import annotations
 
 import base64
-import re
 import time
 from typing import TYPE_CHECKING
 
 from builder.launch.actions import ContainerStart
+from builder.launch.logs import tail
 from builder.rehearse.report import REPORT_LINE
-from builder.rehearse.session import tail
 
 if TYPE_CHECKING:
     from builder.engine.base import Engine
@@ -111,7 +110,7 @@ class OverSsh:
 
     def _launch(self) -> None:
         """The plan's launcher command (docker exec on the first node)."""
-        session = self.session
+        session, launcher = self.session, self.workload.resolved.launcher
         (step,) = self.plan.of_role("launch")
         first = session.nodes[0]
         session.say(f"job: {self.plan.launcher} on {first.name}")
@@ -123,17 +122,15 @@ class OverSsh:
             script = self.workload.spec.launch.script
             for node in hung:
                 what = f"still running {script} after {session.timeout:.0f} s"
-                session.fault(node.name, what, node_lines(output, node.name))
+                session.fault(node.name, what, launcher.node_log(output, node.name))
             if not hung:
                 session.fault(
                     None, f"the job did not finish within {session.timeout:.0f} s", tail(output)
                 )
         elif code != 0:
-            failed = pdsh_failures(output)
-            for name, node_code in failed:
-                session.fault(
-                    name, f"its ranks exited with code {node_code}", node_lines(output, name)
-                )
+            failed = launcher.failures(output)
+            for found in failed:
+                session.fault(found.node, found.what, found.log_tail)
             if not failed:
                 session.fault(None, f"the launcher exited with code {code}", tail(output))
         session.judge(output, self.workload.expected)
@@ -165,14 +162,3 @@ def ranks_running(engine: Engine, container: str, script: str) -> int:
     wanted = base64.b64encode(script.encode()).decode()
     code, out = engine.exec(container, ["python3", "-c", FIND_PROCESS, wanted])
     return int(out) if code == 0 else 0
-
-
-def pdsh_failures(output: str) -> list[tuple[str, int]]:
-    """pdsh's `pdsh@host: NODE: ssh exited with exit code N` lines: (node, code)."""
-    found = re.findall(r"pdsh@\S+: (\S+): ssh exited with exit code (\d+)", output)
-    return [(name, int(code)) for name, code in found]
-
-
-def node_lines(output: str, node: str) -> str:
-    """The output lines pdsh marked as node's."""
-    return tail("\n".join(line for line in output.splitlines() if line.startswith(f"{node}: ")))

@@ -9,13 +9,11 @@ to the node torchrun names as the root cause.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.launch.actions import ContainerStart
-from builder.rehearse.session import tail
 
 if TYPE_CHECKING:
     from builder.launch.plan import LaunchPlan
@@ -23,11 +21,6 @@ if TYPE_CHECKING:
     from builder.rehearse.staging import Workload
 
 FAILURE_GRACE = 10.0
-# torchrun's error summary: "Root Cause (first observed failure): ... host : node2
-# ... rank : 2 (local_rank: 0) ... exitcode : 3"
-ROOT_CAUSE = re.compile(
-    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
-)
 
 
 class EveryNode:
@@ -60,13 +53,13 @@ class EveryNode:
             if code is None and not failed:
                 session.node_fault(node, f"still running after {session.timeout:.0f} s", logs)
             elif code:
-                cause = ROOT_CAUSE.search(logs)
-                if cause:
-                    host, rank, exit_code = cause.groups()
-                    what = f"rank {rank} exited with code {exit_code} (torchrun's root cause)"
-                    session.fault(host, what, rank_lines(logs))
-                else:
-                    session.fault(node.name, f"torchrun exited with code {code}", rank_lines(logs))
+                launcher = self.workload.resolved.launcher
+                causes = launcher.failures(logs)[:1]  # the root cause
+                for found in causes:
+                    session.fault(found.node, found.what, found.log_tail)
+                if not causes:
+                    what = f"{launcher.name} exited with code {code}"
+                    session.fault(node.name, what, launcher.node_log(logs, node.name))
         session.judge(output, self.workload.expected)
 
     def _wait_all(self) -> dict[str, int | None]:
@@ -88,18 +81,3 @@ class EveryNode:
             if first_failure is not None and now > first_failure + FAILURE_GRACE:
                 return codes
             time.sleep(0.2)
-
-
-def rank_lines(logs: str) -> str:
-    """A torchrun node's log tail without the agent's own traceback, which would
-    push the ranks' output (and their tracebacks) out of view."""
-    lines = logs.splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith("Traceback") and "bin/torchrun" in "".join(lines[start + 1 : start + 2]):
-            end = next(
-                (i for i in range(start, len(lines)) if lines[i].startswith("torch.distributed")),
-                start,
-            )
-            lines[start : end + 1] = []
-            break
-    return tail("\n".join(lines), 25)

@@ -11,11 +11,11 @@ import pytest
 
 from builder.contract import ACCELERATOR_LABEL, DEEPSPEED_OPS_LABEL, REHEARSAL_LABEL
 from builder.launch.actions import ContainerStart
+from builder.launch.launchers.torchrun import ROOT_CAUSE, rank_lines
 from builder.launch.plan import launch_plan
 from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
 from builder.rehearse.session import Node
 from builder.rehearse.staging import on_node, probed_ops
-from builder.rehearse.torchrun import ROOT_CAUSE, rank_lines
 from builder.resolved import resolve
 from builder.spec.loader import load_preset
 

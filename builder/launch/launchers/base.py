@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from builder.errors import shown
+from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
     from builder.image.tools import ImageTool
@@ -131,6 +132,16 @@ class Launcher:
         ssh = ("sshd", "ssh") if self.over_ssh else ()
         needed = (command for tool in self.needs for command in tool.commands)
         return tuple(dict.fromkeys((*ssh, *needed, *self.commands, "python")))
+
+    def failures(self, output: str) -> list[NodeFailure]:  # noqa: ARG002 - a launcher's own
+        """The nodes the launcher's own output (on the node that ran it) names as failed;
+        none where it names none."""
+        return []
+
+    def node_log(self, output: str, node: str) -> str:  # noqa: ARG002 - pdsh's name nodes
+        """The lines of node in the launcher's output (all of its tail, where the output
+        does not say which node a line is from)."""
+        return tail(output)
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What this launcher needs from the image (also checked for --launcher overrides)."""

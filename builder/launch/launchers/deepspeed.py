@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from builder.contract import DSENV, HOSTFILE
 from builder.image.tools import DEEPSPEED, PDSH
 from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
+from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
     from builder.spec.records import ImageSpec, LaunchSpec
@@ -125,6 +126,18 @@ class DeepSpeed(Launcher):
     reads_dsenv = True
     # deepspeed.launcher.runner on the first node, deepspeed.launcher.launch on each (0.19.8)
     script_arg_parsers = (RUNNER_OPTIONS, LAUNCH_OPTIONS)
+
+    def failures(self, output: str) -> list[NodeFailure]:
+        """pdsh's `pdsh@host: NODE: ssh exited with exit code N` lines."""
+        found = re.findall(r"pdsh@\S+: (\S+): ssh exited with exit code (\d+)", output)
+        return [
+            NodeFailure(node, f"its ranks exited with code {code}", self.node_log(output, node))
+            for node, code in found
+        ]
+
+    def node_log(self, output: str, node: str) -> str:
+        """The output lines pdsh marked as node's."""
+        return tail("\n".join(line for line in output.splitlines() if line.startswith(f"{node}: ")))
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """The image's needs, and values DeepSpeed itself would misread (the pdsh line

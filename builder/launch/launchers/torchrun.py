@@ -3,14 +3,38 @@ static rendezvous with explicit node ranks)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand
+from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
     from builder.spec.records import LaunchSpec
 
 TORCHRUN_C10D_PORT = 29400
+
+
+# torchrun's error summary: "Root Cause (first observed failure): ... host : node2
+# ... rank : 2 (local_rank: 0) ... exitcode : 3"
+ROOT_CAUSE = re.compile(
+    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+)
+
+
+def rank_lines(logs: str) -> str:
+    """A torchrun node's log tail without the agent's own traceback, which would
+    push the ranks' output (and their tracebacks) out of view."""
+    lines = logs.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("Traceback") and "bin/torchrun" in "".join(lines[start + 1 : start + 2]):
+            end = next(
+                (i for i in range(start, len(lines)) if lines[i].startswith("torch.distributed")),
+                start,
+            )
+            lines[start : end + 1] = []
+            break
+    return tail("\n".join(lines), 25)
 
 
 def torchrun_argv(
@@ -112,6 +136,18 @@ class Torchrun(Launcher):
             endpoint=context.rendezvous,
         )
         return LauncherCommand(tuple(argv))
+
+    def failures(self, output: str) -> list[NodeFailure]:
+        """The rank torchrun's error summary names as the root cause (first failure)."""
+        cause = ROOT_CAUSE.search(output)
+        if cause is None:
+            return []
+        host, rank, code = cause.groups()
+        what = f"rank {rank} exited with code {code} (torchrun's root cause)"
+        return [NodeFailure(host, what, rank_lines(output))]
+
+    def node_log(self, output: str, node: str) -> str:  # noqa: ARG002 - one node's log
+        return rank_lines(output)
 
 
 LAUNCHER = Torchrun()
