@@ -19,7 +19,11 @@ from builder._version import __version__ as __version__
 _EXPORTS: dict[str, str] = {
     # errors
     "BuilderError": "builder.errors",
+    "InputError": "builder.errors",
     "SpecError": "builder.errors",
+    "EngineError": "builder.errors",
+    "ClusterError": "builder.errors",
+    "RegistryError": "builder.errors",
     # the spec
     "Spec": "builder.spec.records",
     "Stack": "builder.spec.loader",

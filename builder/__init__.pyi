@@ -28,6 +28,10 @@ from builder.engine.ship import Shipment as Shipment
 from builder.engine.ship import check_images as check_images
 from builder.engine.ship import ship_image as ship_image
 from builder.errors import BuilderError as BuilderError
+from builder.errors import ClusterError as ClusterError
+from builder.errors import EngineError as EngineError
+from builder.errors import InputError as InputError
+from builder.errors import RegistryError as RegistryError
 from builder.errors import SpecError as SpecError
 from builder.fingerprint.compare import difference_table as difference_table
 from builder.fingerprint.compare import differences as differences
@@ -106,9 +110,12 @@ __all__ = [
     "RUNTIMES",
     "BuildInputs",
     "BuilderError",
+    "ClusterError",
     "ClusterPreflight",
+    "EngineError",
     "Fingerprint",
     "Host",
+    "InputError",
     "LaunchPlan",
     "NodeImage",
     "OutputFile",
@@ -116,6 +123,7 @@ __all__ = [
     "PreflightSettings",
     "Pushed",
     "Recipe",
+    "RegistryError",
     "Resolved",
     "Shipment",
     "Spec",
