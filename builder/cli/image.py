@@ -130,7 +130,9 @@ def push(
         raise UsageError(f"--image {reference}: push a name:tag; a digest is what a push gives")
     engine = connect()
     if not engine.exists(reference):
-        raise NotInEngine(f"image {reference} is not in the local engine: build it first")
+        raise NotInEngine(
+            f"image {reference} is not in the local engine: build it first", image=reference
+        )
     pushed, record = _push(engine, reference, spec)
     set_result(
         {
@@ -207,9 +209,13 @@ def ship(
         typer.echo(f"{row.node}\t{row.state}\t{id_}\t{seconds}\t{row.detail}".rstrip(), err=as_json)
     problems = "\n".join(f"- {line}" for line in shipment.problems())
     if not shipment.ok and check:
-        raise DriftFound(f"{reference} is not on every node as built here:\n{problems}")
+        raise DriftFound(
+            f"{reference} is not on every node as built here:\n{problems}", nodes=shipment.failed
+        )
     if not shipment.ok:
-        raise TransferFailed(f"{reference} did not reach every node:\n{problems}")
+        raise TransferFailed(
+            f"{reference} did not reach every node:\n{problems}", nodes=shipment.failed
+        )
     sent = sum(row.state == "sent" for row in shipment.nodes)
     said = "all have it" if check else f"sent to {sent}, checked on arrival"
     typer.echo(

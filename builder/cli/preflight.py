@@ -139,7 +139,8 @@ def preflight(
         problems = [f for f in result.findings if f.severity == "fail"]
         raise PreflightFailed(
             f"preflight named {len(problems)} problem{'s' if len(problems) != 1 else ''} on "
-            f"{len(result.nodes)} nodes:\n" + "\n".join(f"- {f.text()}" for f in problems)
+            f"{len(result.nodes)} nodes:\n" + "\n".join(f"- {f.text()}" for f in problems),
+            nodes=tuple(dict.fromkeys(f.node for f in problems if f.node)),
         )
     typer.echo(f"ok: preflight passed on {len(result.nodes)} nodes", err=as_json)
 

@@ -97,7 +97,8 @@ def rehearse(
     if not outcome.ok:
         faults = "\n".join(f"- {fault.text()}" for fault in outcome.faults)
         raise RehearsalFailed(
-            f"the {outcome.launcher} rehearsal on {len(outcome.nodes)} nodes failed:\n{faults}"
+            f"the {outcome.launcher} rehearsal on {len(outcome.nodes)} nodes failed:\n{faults}",
+            nodes=tuple(dict.fromkeys(f.node for f in outcome.faults if f.node)),
         )
     what = "probe passed on every rank" if outcome.rows else "the script succeeded on every node"
     typer.echo(f"ok: {outcome.launcher} on {len(outcome.nodes)} nodes, {what}", err=as_json)

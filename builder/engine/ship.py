@@ -74,6 +74,11 @@ class Shipment:
     def ok(self) -> bool:
         return all(node.state in ("there", "sent") for node in self.nodes)
 
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The nodes that do not have the image."""
+        return tuple(n.node for n in self.nodes if n.state not in ("there", "sent"))
+
     def problems(self) -> list[str]:
         """One line per node that does not have the image."""
         return [

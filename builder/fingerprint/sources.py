@@ -143,5 +143,8 @@ def of_reference(engine: Callable[[], Engine], reference: str) -> Fingerprint:
             f"{shown(reference)} is not an image, container:NAME or FILE.lock to compare"
         )
     if not engine().exists(reference):
-        raise NotInEngine(f"image {reference} is not in the local engine (and no such lock file)")
+        raise NotInEngine(
+            f"image {reference} is not in the local engine (and no such lock file)",
+            image=reference,
+        )
     return of_image(engine(), reference)

@@ -33,7 +33,10 @@ def check_base(lock: Lock, engine: Engine) -> None:
     if lock.base.digest:
         return
     if not engine.exists(lock.base.reference):
-        raise NotInEngine(f"the locked base image {lock.base.reference} is not in the engine")
+        raise NotInEngine(
+            f"the locked base image {lock.base.reference} is not in the engine",
+            image=lock.base.reference,
+        )
     now = engine.image(lock.base.reference).id
     if now != lock.base.id:
         raise UsageError(

@@ -89,6 +89,9 @@ def test_node_ids_take_the_last_line() -> None:
 def test_a_shipment_is_ok_only_when_every_node_has_the_image() -> None:
     rows = (NodeImage("a", "there", ID), NodeImage("b", "sent", ID, 3.0))
     assert Shipment("t:1", ID, rows).ok
+    assert Shipment("t:1", ID, rows).failed == ()
+    late = (*rows, NodeImage("c", "failed", None, detail="x"), NodeImage("d", "absent", None))
+    assert Shipment("t:1", ID, late).failed == ("c", "d")
     assert Shipment("t:1", ID, (*rows, NodeImage("c", "failed", None, detail="x"))).problems() == [
         "c: x"
     ]
