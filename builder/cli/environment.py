@@ -36,6 +36,7 @@ from builder.cli.options import (
     image_ref,
     print_or_write,
     spec_file,
+    resolved_of,
     stack_of,
     text_option,
 )
@@ -79,7 +80,7 @@ def lock(
     if target != DASH and target.is_dir():
         raise UsageError(f"-o {target} is a folder; give the lock file's path (FILE.lock)")
     reference = image_ref(stack, image)  # every option is checked before the engine is asked
-    taken = take_lock(stack, connect(), reference)
+    taken = take_lock(resolved_of(stack), connect(), reference)
     if target == DASH:
         print_or_write(taken.text(), None, force=True)
         return

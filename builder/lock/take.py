@@ -12,11 +12,11 @@ from builder.payload.collect import DPKG_QUERY, parse_dpkg
 
 if TYPE_CHECKING:
     from builder.engine.base import Engine
-    from builder.spec.loader import Stack
+    from builder.resolved import Resolved
 
 
-def take_lock(stack: Stack, engine: Engine, image: str) -> Lock:
-    """The lock of a built image of stack (which must carry the stack's spec hash)."""
+def take_lock(resolved: Resolved, engine: Engine, image: str) -> Lock:
+    """The lock of a built image of the resolved stack (the image carries its spec hash)."""
     if not engine.exists(image):
         raise NotInEngine(
             f"image {image} is not built: run `builder build` first, then lock it", image=image
@@ -39,7 +39,7 @@ def take_lock(stack: Stack, engine: Engine, image: str) -> Lock:
     image_apt: dict[str, str] = fingerprint.data["apt"]
     added = {name: v for name, v in image_apt.items() if base_apt.get(name) != v}
     return Lock(
-        stack=stack.spec.name,
+        stack=resolved.spec.name,
         spec_hash=info.labels[SPEC_HASH_LABEL],
         image=image,
         base=Base(base_ref, base_info.id, engine.repo_digest(base_ref)),

@@ -47,6 +47,7 @@ from builder.lint.findings import Finding, LintReport
 from builder.lint.hadolint import parse_json
 from builder.lock.take import take_lock
 from builder.output import OutputFile, write_files
+from builder.resolved import resolve
 from builder.spec.loader import load_preset, parse_spec
 from tests.conftest import MINIMAL
 from tests.fakes import FakeEngine, FakeImage
@@ -257,7 +258,7 @@ def test_unreachable_nodes_are_named() -> None:
 def test_an_image_missing_from_the_fake_engine_is_named() -> None:
     base = FakeImage("sha256:" + "b" * 64, ("debian:bookworm-slim",))
     with pytest.raises(NotInEngine) as caught:
-        take_lock(load_preset("cpu-deepspeed"), FakeEngine(base), "team/train:1")
+        take_lock(resolve(load_preset("cpu-deepspeed")), FakeEngine(base), "team/train:1")
     assert isinstance(caught.value, EngineError)
     assert (caught.value.image, caught.value.container) == ("team/train:1", None)
     assert str(caught.value) == (

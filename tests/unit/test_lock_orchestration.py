@@ -14,6 +14,7 @@ from builder.contract import BASE_NAME_LABEL, SPEC_HASH_LABEL
 from builder.errors import EXIT_CODES, NotInEngine, UsageError
 from builder.lock.file import Base, read_lock
 from builder.lock.take import take_lock
+from builder.resolved import resolve
 from builder.spec.loader import load_preset
 from tests.fakes import FakeEngine, FakeImage
 
@@ -49,7 +50,7 @@ LABELS = {SPEC_HASH_LABEL: "0a1b2c", BASE_NAME_LABEL: "debian:bookworm-slim"}
 
 def test_a_lock_holds_the_base_every_python_package_and_only_the_debs_added() -> None:
     fake = FakeEngine(built(**LABELS), BASE)
-    lock = take_lock(STACK, fake, IMAGE)
+    lock = take_lock(resolve(STACK), fake, IMAGE)
     assert lock.stack == "cpu-deepspeed"
     assert lock.spec_hash == "0a1b2c"
     assert lock.image == IMAGE
@@ -67,18 +68,18 @@ def test_a_lock_holds_the_base_every_python_package_and_only_the_debs_added() ->
 def test_an_image_builder_did_not_build_has_no_stack_to_lock() -> None:
     fake = FakeEngine(built(), BASE)
     with pytest.raises(UsageError, match="was not built by builder"):
-        take_lock(STACK, fake, IMAGE)
+        take_lock(resolve(STACK), fake, IMAGE)
     fake = FakeEngine(built(**{SPEC_HASH_LABEL: "0a1b2c"}), BASE)
     with pytest.raises(UsageError, match="was not built by builder"):
-        take_lock(STACK, fake, IMAGE)
+        take_lock(resolve(STACK), fake, IMAGE)
 
 
 def test_a_missing_image_or_base_is_not_in_the_engine() -> None:
     with pytest.raises(NotInEngine, match="run `builder build` first") as caught:
-        take_lock(STACK, FakeEngine(BASE), IMAGE)
+        take_lock(resolve(STACK), FakeEngine(BASE), IMAGE)
     assert caught.value.exit_code == 14
     with pytest.raises(NotInEngine, match="base image debian:bookworm-slim"):
-        take_lock(STACK, FakeEngine(built(**LABELS)), IMAGE)
+        take_lock(resolve(STACK), FakeEngine(built(**LABELS)), IMAGE)
 
 
 def test_builder_lock_writes_a_lock_that_reads_back(
@@ -90,7 +91,7 @@ def test_builder_lock_writes_a_lock_that_reads_back(
     result = CliRunner().invoke(app, ["lock", "--preset", "cpu-deepspeed", "-o", str(target)])
     assert result.exit_code == 0, result.stderr
     assert "3 Python packages, 3 Debian packages over debian:bookworm-slim" in result.stderr
-    assert read_lock(target) == take_lock(STACK, fake, IMAGE)
+    assert read_lock(target) == take_lock(resolve(STACK), fake, IMAGE)
     monkeypatch.setattr(builder.cli.environment, "connect", lambda: FakeEngine(BASE))
     result = CliRunner().invoke(app, ["lock", "--preset", "cpu-deepspeed", "-o", str(target)])
     assert result.exit_code == EXIT_CODES["NotInEngine"]
