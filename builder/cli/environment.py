@@ -35,8 +35,8 @@ from builder.cli.options import (
     image_option,
     image_ref,
     print_or_write,
-    spec_file,
     resolved_of,
+    spec_file,
     stack_of,
     text_option,
 )
