@@ -29,8 +29,6 @@ from builder.errors import shown
 T = TypeVar("T")
 MAX_TEXT = 4096
 """The longest string a record takes: longer is a mistake (or an attack), never a value."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Line breaks (Unicode's too), tabs, escapes: no spec string spans lines or moves the cursor."""
 Loc = tuple[str | int, ...]
 Check = typing.Callable[[Any], Any]
 
@@ -196,7 +194,8 @@ def _value(  # noqa: PLR0911 - one branch per kind of type
         (inner,) = [arg for arg in args if arg is not type(None)]
         return _value(inner, rule, data, loc, problems)
     if origin is Literal:
-        if data not in args:
+        # exactly: True == 1 == 1.0 to Python, never to a user (version: true)
+        if not any(type(data) is type(arg) and data == arg for arg in args):
             problems.append((loc, f"{shown(data)} is not one of {_choices(args)}"))
         return data
     if isinstance(tp, type) and issubclass(tp, Enum):
@@ -253,11 +252,10 @@ def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -
             problems.append(
                 ((*loc, shown(key, quote=False)), f"{shown(key)} is not a valid name here")
             )
+        # a mapping's values are never shown: launch.env's may be secrets
         elif not isinstance(value, str):
-            problems.append(
-                ((*loc, key), f"{_kind(value)} {shown(value)}: write the value in quotes")
-            )
-        elif found := _text_problem(value):
+            problems.append(((*loc, key), f"{_kind(value)}: write the value in quotes"))
+        elif found := _text_problem(value, show=False):
             problems.append(((*loc, key), found))
         else:
             out[key] = value
@@ -315,17 +313,23 @@ def _checked(rule: Rule, value: Any, loc: Loc, problems: list[tuple[Loc, str]], 
         return value
 
 
-def _text_problem(text: str) -> str | None:
-    """What makes text unfit for any record field: its size, a control character."""
+def _text_problem(text: str, *, show: bool = True) -> str | None:
+    """What makes text unfit for any record field: its size, a character that is not
+    printable (line breaks, Unicode's too, tabs, escapes, and the invisible format
+    characters: bidi overrides such as U+202E, zero-width ones) that would make a
+    spec string span lines, move the cursor or read otherwise than it runs. show:
+    whether the message may quote text (never a mapping's value: a secret)."""
     if len(text) > MAX_TEXT:
         return f"{len(text)} characters long; the most a value may have is {MAX_TEXT}"
-    found = _CONTROL.search(text)
-    if found:
-        return (
-            f"{shown(text)} holds the control character {found[0]!r} (a line break, tab or "
-            "escape); every value is one line of printable text"
-        )
-    return None
+    if text.isprintable():
+        return None
+    found = next(c for c in text if not c.isprintable() and c != " ")
+    what = f"{shown(text)} holds" if show else "the value holds"
+    return (
+        f"{what} the character U+{ord(found):04X} {found!r}, which is not printable (a "
+        "line break, tab, escape or invisible format character); every value is one line "
+        "of printable text"
+    )
 
 
 def _choices(values: Any) -> str:

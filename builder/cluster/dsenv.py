@@ -23,6 +23,7 @@ import re
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
+from builder.launch.plan import cache_environment
 from builder.launch.secrets import is_secret_name, secret_names, without_secrets
 from builder.spec.records import ENV_NAME
 
@@ -71,8 +72,9 @@ def dsenv_for(
     resolved: Resolved, extra: Mapping[str, str], image_env: Mapping[str, str] | None
 ) -> str:
     """The .deepspeed_env of a stack: what its platform needs forwarded (variables DeepSpeed
-    does not forward by itself, e.g. Gaudi's runtime), the run's environment without its
-    secrets, then extra (which may not name a secret)."""
+    does not forward by itself, e.g. Gaudi's runtime), the run's environment (launch.cache's
+    variables too) without its secrets, then extra (which may not name a secret). Ranks on
+    a bare node (runtime none) get nothing else: its sshd is the host's."""
     spec = resolved.spec
     secret = sorted(k for k in extra if is_secret_name(k) or k in secret_names(spec.launch))
     if secret:
@@ -85,7 +87,8 @@ def dsenv_for(
             value=tuple(secret),
         )
     env = resolved.platform.forwarded_env(image_env)
-    env.update(without_secrets(resolved.run_environment(), spec.launch))
+    run = {**cache_environment(spec), **resolved.run_environment()}
+    env.update(without_secrets(run, spec.launch))
     env.update(extra)
     return deepspeed_env_text(env)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.errors import UsageError
+from builder.errors import UsageError, shown
 
 Env = tuple[tuple[str, str], ...]
 LAUNCH_MARKER = "BUILDER_LAUNCH"
@@ -61,10 +61,32 @@ echo "stop: the launcher has ended" >&2
 """
 
 
+def bind_problem(path: str) -> str | None:
+    """Why path cannot be one side of a bind, or None: the one check of every value that
+    reaches a bind list (launch.code, launch.cache, launch.mounts, the cluster folder).
+    `docker run -v` splits a bind at ':', `apptainer --bind` at ':' and ',' (a
+    comma starts the next bind), a relative source is a docker named volume, and a
+    line break ends a script line."""
+    if not path.startswith("/"):
+        return (
+            "give an absolute path, the same on every node (docker takes a relative "
+            "source for the name of a volume)"
+        )
+    bad = sorted({c for c in path if c in ":," or not c.isprintable()})
+    if bad:
+        return (
+            f"it holds {', '.join(repr(c) for c in bad)}: `docker run -v` splits a bind at "
+            "':', `apptainer --bind` at ':' and ',', and a line break ends a script line; "
+            "use a path without them"
+        )
+    if any(part in (".", "..") for part in path.split("/")):
+        return "write it without '.' or '..' (the runtimes do not resolve them alike)"
+    return None
+
+
 @dataclass(frozen=True)
 class Bind:
-    """A host path bound into the container; neither side may hold ':' (both
-    `docker run -v` and `apptainer --bind` split on it)."""
+    """A host path bound into the container; both sides pass ``bind_problem``."""
 
     source: str
     target: str
@@ -72,11 +94,8 @@ class Bind:
 
     def __post_init__(self) -> None:
         for path in (self.source, self.target):
-            if ":" in path:
-                raise UsageError(
-                    f"mount path {path!r} holds ':', which `docker run -v` and "
-                    "`apptainer --bind` cannot carry; use a path without it"
-                )
+            if why := bind_problem(path):
+                raise UsageError(f"mount path {shown(path)}: {why}", value=path)
 
     def text(self) -> str:
         return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
@@ -195,18 +214,37 @@ class HostCommand:
     """The host's file of secret variables (shell exports), sourced before the command."""
     workdir: str | None = None
     """The folder the command starts in (launch.code)."""
+    folder_chars: str | None = None
+    """Without a workdir: the characters the folder it starts in must keep to (the inside
+    of a bracket expression), checked before it starts."""
 
     def argv(self) -> list[str]:
         prefix = ["env", *(f"{key}={value}" for key, value in self.env)] if self.env else []
-        # sh reads the values from the file: argv holds its path, never a value
-        if self.workdir is not None and self.env_file is not None:
-            script = 'cd "$0" && . "$1" && shift && exec "$@"'
-            prefix += ["sh", "-c", script, self.workdir, self.env_file]
-        elif self.workdir is not None:
-            prefix += ["sh", "-c", 'cd "$0" && exec "$@"', self.workdir]
-        elif self.env_file is not None:
-            prefix += ["sh", "-c", '. "$0" && exec "$@"', self.env_file]
-        return [*prefix, *self.command]
+        # sh reads the paths from its arguments: argv holds them, never a secret value
+        steps: list[str] = []
+        words: list[str] = []
+        if self.workdir is not None:
+            steps.append(f'cd "${len(words)}"')
+            words.append(self.workdir)
+        elif self.folder_chars is not None:
+            steps.append(_folder_check(self.folder_chars))
+        if self.env_file is not None:
+            steps.append(f'. "${len(words)}"')
+            words.append(self.env_file)
+        if not steps:
+            return [*prefix, *self.command]
+        shifts = ["shift"] * max(len(words) - 1, 0)
+        script = " && ".join([*steps, *shifts, 'exec "$@"'])
+        return [*prefix, "sh", "-c", script, *(words or ["sh"]), *self.command]
+
+
+def _folder_check(chars: str) -> str:
+    return (
+        f"case $PWD in *[!{chars}]*) echo \"builder: DeepSpeed's pdsh runner pastes this "
+        f"folder ($PWD) unquoted into every node's shell line: start here from a folder "
+        f'whose path keeps to [{chars}], or set launch.code" >&2; '
+        "exit 2;; esac"
+    )
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.cluster.nodelist import count_nodelist
-from builder.errors import UsageError
+from builder.errors import UsageError, shown
 from builder.launch import launchers, runtimes
+from builder.launch.actions import bind_problem
 from builder.launch.launchers.base import LaunchContext
 from builder.launch.runtimes import Setup
-from builder.launch.secrets import secret_names, without_secrets
+from builder.launch.secrets import SECRETS_SH, secret_names, without_secrets
 
 if TYPE_CHECKING:
     from builder.launch.actions import Action
@@ -173,6 +174,10 @@ def setup_of(resolved: Resolved, image: str, cluster_dir: str | None) -> Setup:
     the runtimes read from the bundle's 0600 files (``launch.secrets``), the fabric's
     flags, and the cluster folder only for a launcher that reads it."""
     spec, launcher = resolved.spec, resolved.launcher
+    bind_cluster = launcher.over_ssh or launcher.reads_dsenv
+    isolated = resolved.runtime.isolated
+    if cluster_dir and bind_cluster and isolated and (why := bind_problem(cluster_dir)):
+        raise UsageError(f"--cluster-dir {shown(cluster_dir)}: {why}", value=cluster_dir)
     env = without_secrets({**cache_environment(spec), **resolved.run_environment()}, spec.launch)
     return Setup(
         spec=spec,
@@ -182,7 +187,7 @@ def setup_of(resolved: Resolved, image: str, cluster_dir: str | None) -> Setup:
         fabric=resolved.network.docker_flags,
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
-        bind_cluster=launcher.over_ssh or launcher.reads_dsenv,
+        bind_cluster=bind_cluster,
     )
 
 
@@ -205,19 +210,24 @@ def prepare(
     """The runtime's setup and the launcher's command for a run placed so: what the ssh
     plan and every scheduler's script are made from."""
     setup = setup_of(resolved, image, cluster_dir)
+    run, launcher = resolved.runtime, resolved.launcher
+    cluster = run.cluster_path(cluster_dir)
+    inherit = run.sessions_inherit or not launcher.over_ssh
     context = LaunchContext(
         spec=resolved.spec,
         nodes=placement.nodes,
         master=placement.master,
-        cluster=resolved.runtime.cluster_path(cluster_dir),
+        cluster=cluster,
         rdzv_id=placement.rdzv_id,
         nnodes=placement.nnodes,
         endpoint=placement.endpoint,
         env=setup.env,
         secrets=setup.secrets,
+        folder=run.launcher_folder(setup),
+        secrets_script=None if inherit or not setup.secrets else f"{cluster}/{SECRETS_SH}",
     )
-    resolved.launcher.check_cluster(context.cluster)
-    return setup, resolved.launcher.command(context)
+    launcher.check_paths(context)
+    return setup, launcher.command(context)
 
 
 def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPlan:

@@ -121,6 +121,14 @@ class Runtime:
     file built from the image, named after its tag."""
     not_shipped: ClassVar[str] = ""
     """Why `builder ship` (docker load on every node) does not apply, where it does not."""
+    sessions_inherit: ClassVar[bool] = True
+    """The ssh sessions a launcher opens to its nodes get the node's run environment
+    (the container's, which sshd hands on); not on a bare node, whose sshd is the host's."""
+
+    def launcher_folder(self, setup: Setup) -> tuple[str, str] | None:
+        """Where the launcher starts, and the field that sets it; None where the shell
+        that runs launch.sh decides."""
+        return ("image.workdir", setup.spec.image.workdir)
 
     def cluster_path(self, cluster_dir: str) -> str:  # noqa: ARG002 - bound at one place
         """Where a command of this runtime sees the cluster folder."""
@@ -287,10 +295,15 @@ class Bare(Runtime):
     name = "none"
     serves_ssh = True
     isolated = False
+    sessions_inherit = False
     not_shipped = "its nodes run their own environment, not an image"
 
     def cluster_path(self, cluster_dir: str) -> str:
         return cluster_dir
+
+    def launcher_folder(self, setup: Setup) -> tuple[str, str] | None:
+        code = setup.spec.launch.code
+        return ("launch.code", code) if code else None
 
     def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:
         return self.run(setup, command)
@@ -298,7 +311,8 @@ class Bare(Runtime):
     def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
         env = tuple(sorted({**dict(setup.env), **dict(command.env)}.items()))
         secrets = setup.secret_file(SECRETS_SH)
-        return HostCommand(command.argv, env, secrets, setup.spec.launch.code)
+        code = setup.spec.launch.code
+        return HostCommand(command.argv, env, secrets, code, command.folder_chars)
 
     def batch(self, setup: Setup, command: LauncherCommand) -> HostCommand:
         # the batch script exports the run's environment once, for every task

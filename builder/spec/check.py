@@ -13,8 +13,10 @@ import re
 from typing import TYPE_CHECKING
 
 from builder import platforms
+from builder.contract import CLUSTER_DIR, TORCH_DIR, VENV
 from builder.fabrics import FABRICS
 from builder.launch import launchers
+from builder.launch.runtimes import runtime
 from builder.platforms.base import OSES, TORCH_MIN_PYTHON, minor_of, version_key
 
 if TYPE_CHECKING:
@@ -39,7 +41,62 @@ def has_credentials(text: str) -> bool:
 
 def check_spec(spec: Spec) -> Problems:
     """Combinations that cannot work, as (field path, what to do) pairs."""
-    return check_image(spec.image) + launcher_problems(spec.image, spec.launch)
+    return check_image(spec.image) + launcher_problems(spec.image, spec.launch) + run_problems(spec)
+
+
+SSH_PORT = 22
+"""The host's own sshd."""
+IMAGE_PATHS = (VENV, TORCH_DIR, CLUSTER_DIR, "/etc/ssh", "/usr", "/bin", "/lib", "/sbin")
+"""What a bind may not cover: the image's own software and builder's mount points."""
+
+
+def run_problems(spec: Spec) -> Problems:
+    """Ports and binds of the run that collide with each other or with the image."""
+    launch, image = spec.launch, spec.image
+    problems: Problems = []
+    if image.ssh.enabled and launch.master_port == image.ssh.port:
+        problems.append(
+            (
+                "launch.master_port",
+                f"{launch.master_port} is image.ssh.port, where sshd listens on every node: "
+                "the rendezvous needs a port of its own (default 29500)",
+            )
+        )
+    node = runtime(launch.runtime)
+    if image.ssh.enabled and image.ssh.port == SSH_PORT and node.serves_ssh and node.isolated:
+        problems.append(
+            (
+                "image.ssh.port",
+                "22 is the host's own sshd: with host networking the image's sshd cannot "
+                "listen there; choose another port (default 3022)",
+            )
+        )
+    targets = [("launch.cache", launch.cache)] if launch.cache else []
+    if launch.code:
+        targets.insert(0, ("launch.code", image.workdir))
+    targets += [(f"launch.mounts[{i}].target", m.target) for i, m in enumerate(launch.mounts)]
+    seen: dict[str, str] = {}
+    for where, target in targets:
+        path = target.rstrip("/") or "/"
+        covered = [p for p in IMAGE_PATHS if p == path or p.startswith(path.rstrip("/") + "/")]
+        if covered:
+            problems.append(
+                (
+                    where,
+                    f"{target} would be mounted over {covered[0]}, which the image (or builder) "
+                    "needs there: choose a path of its own, e.g. under /data or /shared",
+                )
+            )
+        elif path in seen:
+            problems.append(
+                (
+                    where,
+                    f"{target} is mounted at already ({seen[path]}): docker refuses two "
+                    "binds on one path; give each its own",
+                )
+            )
+        seen.setdefault(path, where)
+    return problems
 
 
 def fabric_problems(image: ImageSpec) -> Problems:

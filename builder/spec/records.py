@@ -21,10 +21,13 @@ from typing import Any, Literal
 
 from builder import platforms
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
-from builder.errors import UsageError
+from builder.errors import UsageError, shown
 from builder.fabrics import NAMES as FABRICS
 from builder.launch import launchers
+from builder.launch.actions import bind_problem
+from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
 from builder.launch.runtimes import RUNTIMES
+from builder.launch.secrets import is_secret_name
 from builder.model import field, json_schema
 from builder.platforms.base import FROM_BASE, VERSION_PATTERN
 
@@ -69,26 +72,73 @@ def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
     return nodes
 
 
-def _shared_path(path: str) -> str:
-    # A bind's source: `docker run -v` splits on ':', `apptainer --bind` on ':' and ','.
-    if not path.startswith("/"):
-        raise ValueError(f"{path!r}: give an absolute path (the same on every node)")
-    bad = sorted({c for c in path if c in ":," or not c.isprintable()})
-    if bad:
-        raise ValueError(
-            f"{path!r} holds {', '.join(repr(c) for c in bad)}: `docker run -v` splits a "
-            "bind at ':', `apptainer --bind` at ':' and ',', and a line break ends a script "
-            "line; use a path without them"
-        )
+def _bind_path(path: str) -> str:
+    # One side of a bind (``bind_problem``: what docker and apptainer would misread).
+    why = bind_problem(path)
+    if why:
+        raise ValueError(f"{shown(path)}: {why}")
     return path
+
+
+def _image_env(env: dict[str, str]) -> dict[str, str]:
+    # The image is in every layer, the registry and the SIF: a secret there is public.
+    secret = sorted(name for name in env if is_secret_name(name))
+    if secret:
+        raise ValueError(
+            f"{', '.join(secret)} is named like a secret, and image.env is baked into "
+            "every layer of the image, the registry's copy and the SIF: set it in "
+            "launch.env instead, which carries secrets only in the bundle's 0600 files"
+        )
+    return _env_values(env)
 
 
 def _sif_path(path: str) -> str:
     # The SIF on shared storage: one file every node reads (Apptainer's runtimes only).
-    _shared_path(path)
+    _bind_path(path)
     if not path.endswith(".sif") or path.endswith("/.sif"):
         raise ValueError(f"{path!r}: name the SIF file itself (a path ending in NAME.sif)")
     return path
+
+
+SYSTEM_ACCOUNTS = frozenset(
+    [
+        "daemon",
+        "bin",
+        "sys",
+        "sync",
+        "games",
+        "man",
+        "lp",
+        "mail",
+        "news",
+        "uucp",
+        "proxy",
+        "www-data",
+        "backup",
+        "list",
+        "irc",
+        "gnats",
+        "_apt",
+        "nobody",
+        "messagebus",
+        "systemd-network",
+        "systemd-resolve",
+        "systemd-timesync",
+        "sshd",
+        "ubuntu",
+        "nogroup",
+    ]
+)
+"""Accounts the Debian and Ubuntu base images already have (`useradd` would fail)."""
+
+
+def _account_name(name: str) -> str:
+    if name in SYSTEM_ACCOUNTS:
+        raise ValueError(
+            f"{name!r} is an account of the base image already (useradd fails on it): "
+            "choose another name, or root"
+        )
+    return name
 
 
 def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
@@ -121,8 +171,19 @@ class SSH:
 class User:
     """The account training runs as; sshd itself always starts as root."""
 
-    name: str = field("root", pattern=_USER, description="Login name.")
-    uid: int = field(1000, ge=1, le=2**31 - 2, description="UID when name is not root.")
+    name: str = field(
+        "root",
+        pattern=_USER,
+        check=_account_name,
+        description="Login name (root, or a name the base image does not have).",
+    )
+    uid: int = field(
+        1000,
+        ge=1000,
+        le=2**31 - 2,
+        description="UID when name is not root (1000 and up: the base image's accounts "
+        "hold the ones below).",
+    )
 
 
 @dataclass(frozen=True)
@@ -212,8 +273,11 @@ class ImageSpec:
     env: dict[str, str] = field(
         default_factory=dict,
         keys_pattern=ENV_NAME,
-        check=_env_values,
-        description="Environment baked into the image.",
+        check=_image_env,
+        description=(
+            "Environment baked into the image. Never a secret (a name with TOKEN, SECRET, "
+            "PASSWORD, PASSWD or CREDENTIAL, or ending in KEY): set those in launch.env."
+        ),
     )
     ssh: SSH = field(default_factory=SSH)
     fabric: str = field(
@@ -230,7 +294,7 @@ class ImageSpec:
     user: User = field(default_factory=User)
     workdir: str = field(
         "/workspace",
-        pattern=r"^/[A-Za-z0-9._+@/-]*$",
+        pattern=rf"/[{PDSH_PATH_CHARS}]*",
         description=(
             "Working directory (launch.code is mounted here). Letters, digits and ._+@/- "
             "only: DeepSpeed's pdsh runner pastes it unquoted into every node's shell line."
@@ -247,8 +311,10 @@ class ImageSpec:
 class Mount:
     """A host path bind-mounted into every node's container."""
 
-    source: str = field(min_length=1, description="Host path.")
-    target: str = field(pattern=r"^/.*$", description="Path inside the container.")
+    source: str = field(
+        check=_bind_path, description="Host path, absolute, the same on every node."
+    )
+    target: str = field(check=_bind_path, description="Path inside the container, absolute.")
     read_only: bool = field(False, description="Mount read-only.")
 
 
@@ -320,7 +386,7 @@ class LaunchSpec:
     )
     code: str | None = field(
         None,
-        check=_shared_path,
+        check=_bind_path,
         description=(
             "Host folder with the training code, on shared storage at the same path on every "
             "node: mounted at image.workdir (runtime none: the launcher starts in it); "
@@ -329,7 +395,7 @@ class LaunchSpec:
     )
     cache: str | None = field(
         None,
-        check=_shared_path,
+        check=_bind_path,
         description=(
             "Host folder for caches on shared storage, at the same path on every node: "
             "mounted at that path, with HF_HOME, TORCH_HOME and TRITON_CACHE_DIR set to "

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from builder.launch.actions import HostCommand
 from builder.launch.launchers import deepspeed_argv
 from builder.launch.launchers.base import ambiguous_abbreviation
 from builder.launch.launchers.deepspeed import LAUNCH_OPTIONS, RUNNER_OPTIONS
@@ -210,3 +211,60 @@ def test_a_script_deepspeed_would_read_as_an_option_is_refused() -> None:
     spec = load_preset("cpu-deepspeed").spec
     problems = dict(launcher_problems(spec.image, section(script="-x.py")))
     assert "./-x.py" in problems["launch.script"]
+
+
+def test_a_bare_node_rank_gets_the_cache_and_the_secrets(
+    deepspeed_runner: Any, bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runtime none: the ranks pdsh starts get no environment from the node's own sshd.
+    The planned launcher, its .deepspeed_env read as DeepSpeed's runner reads it, real
+    pdsh and bash: the rank starts in launch.code and sees launch.cache's variables and
+    the secret (sourced from the bundle's 0600 file, whose path alone is on the line)."""
+    from builder.cluster.dsenv import dsenv_for
+    from builder.launch.secrets import secret_files
+    from builder.output import write_files
+
+    code, cache, cluster = tmp_path / "code", tmp_path / "cache", tmp_path / "cluster"
+    code.mkdir()
+    record = tmp_path / "seen.json"
+    (code / "train.py").write_text(
+        "import json, os\n"
+        f"open({str(record)!r}, 'w').write(json.dumps({{'cwd': os.getcwd(), **{{k: "
+        "os.environ.get(k) for k in ('HF_HOME', 'TORCH_HOME', 'HF_TOKEN', 'NCCL_DEBUG')}}))\n"
+    )
+    spec = load_preset("cpu-deepspeed").spec
+    launch = replace(
+        spec.launch,
+        code=str(code),
+        cache=str(cache),
+        env={"HF_TOKEN": "hf_s3cr3t x", "NCCL_DEBUG": "INFO"},
+    )
+    resolved = resolve(replace(spec, launch=launch), runtime_name="none")
+    write_files(secret_files(resolved.spec), cluster, force=False)
+    plan = launch_plan(resolved, image="i:1", cluster_dir=str(cluster))
+    action = plan.steps[-1].action
+    assert isinstance(action, HostCommand)
+    assert action.workdir == str(code)
+    monkeypatch.chdir(code)  # where the launch step starts the launcher
+    argv = list(action.command)
+    assert "hf_s3cr3t x" not in " ".join(argv)
+    # what runner.main does with DS_ENV_FILE before get_cmd
+    from deepspeed.launcher.multinode_runner import PDSHRunner
+
+    args = deepspeed_runner.parse_args(argv[1:])
+    runner = PDSHRunner(args, deepspeed_runner.encode_world_info({"localhost": [0]}))
+    runner.add_export("PYTHONPATH", str(Path.cwd()))
+    for line in dsenv_for(resolved, {}, None).splitlines():
+        key, val = line.split("=", 1)
+        runner.add_export(key.strip(), val.strip())
+    with mock.patch.object(sys, "executable", sys.executable):
+        cmd, _, env = runner.get_cmd({}, {"localhost": [0]})
+    assert "hf_s3cr3t x" not in " ".join(cmd)
+    through_pdsh(cmd, env, bin_dir, "bash")
+    assert json.loads(record.read_text()) == {
+        "cwd": str(code),
+        "HF_HOME": f"{cache}/huggingface",
+        "TORCH_HOME": f"{cache}/torch",
+        "HF_TOKEN": "hf_s3cr3t x",
+        "NCCL_DEBUG": "INFO",
+    }

@@ -1192,3 +1192,6 @@ for name, record in (
     )
 case("keys-dash-folder", "keys --preset cpu-deepspeed -o -", USAGE, "--cluster-dir")
 case("bundle-dash-folder", "bundle --preset cpu-deepspeed --cluster-dir -", USAGE, "--cluster-dir")
+
+# The third round, one module per destination; each appends with case().
+from tests.hostile import files_and_options, launch_values  # noqa: E402, F401

@@ -55,7 +55,11 @@ def test_the_bundle_holds_everything(tmp_path: Path) -> None:
     assert stat.S_IMODE((folder / "ssh_host_ed25519_key").stat().st_mode) == 0o600
     assert (folder / "node_ssh_config").read_text().count("\nHost node1 node2\n") == 1
     assert (folder / "hostfile").read_text() == "node1 slots=2\nnode2 slots=2\n"
-    assert (folder / ".deepspeed_env").read_text() == "GLOO_SOCKET_IFNAME=eth0\n"
+    # launch.cache's variables too: ranks on a bare node get nothing else
+    assert (folder / ".deepspeed_env").read_text() == (
+        "GLOO_SOCKET_IFNAME=eth0\nHF_HOME=/shared/cache/huggingface\n"
+        "TORCH_HOME=/shared/cache/torch\nTRITON_CACHE_DIR=/shared/cache/triton\n"
+    )
     assert stat.S_IMODE((folder / "id_ed25519").stat().st_mode) == 0o600
     plan = json.loads((folder / "plan.json").read_text())
     assert [c["node"] for c in plan["commands"]] == ["node1", "node2", "node1"]

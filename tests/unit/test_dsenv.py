@@ -53,7 +53,11 @@ def test_gaudi_gets_its_runtime_variables_and_launch_env_wins() -> None:
 
 def test_cuda_stack_gets_its_launch_env_only() -> None:
     text = dsenv_for(resolve(load_preset("cuda-deepspeed").spec), {}, None)
-    assert text == "NCCL_DEBUG=WARN\n"
+    # and launch.cache's variables, which a bare node's ranks get nowhere else
+    assert text == (
+        "HF_HOME=/shared/cache/huggingface\nNCCL_DEBUG=WARN\n"
+        "TORCH_HOME=/shared/cache/torch\nTRITON_CACHE_DIR=/shared/cache/triton\n"
+    )
 
 
 def test_cli_writes_the_file_and_rejects_bad_sets(tmp_path: Path) -> None:

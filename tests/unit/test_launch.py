@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +18,9 @@ from builder.resolved import resolve
 from builder.schedulers.slurm import sbatch_script
 from builder.spec.loader import Stack, load_preset
 from builder.spec.records import Mount, Spec
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def start_argv(spec: Spec, *, cluster_dir: str = "/c") -> list[str]:
@@ -362,3 +367,44 @@ def test_without_code_and_cache_nothing_is_bound_for_torchrun() -> None:
     assert "--volume" not in plan.steps[0].argv
     assert plan.host_paths == ()
     assert "HF_HOME" not in " ".join(plan.steps[0].argv)
+
+
+@pytest.mark.parametrize(
+    ("code", "refused"),
+    [
+        ("/x;touch /tmp/PWNED;cd /tmp", True),
+        ("/shared/my project", True),
+        ("/a$b", True),
+        ("/shared/code-1.2_x+y@z", False),
+    ],
+)
+def test_the_folder_deepspeed_pastes_is_checked(code: str, refused: bool) -> None:
+    """DeepSpeed's pdsh runner pastes the launcher's folder (`cd FOLDER;`) unquoted."""
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, code=code))
+    resolved = resolve(spec, runtime_name="none")
+    if refused:
+        with pytest.raises(UsageError, match=r"launch\.code"):
+            launch_plan(resolved, image="i:1", cluster_dir="/c")
+    else:
+        launch_plan(resolved, image="i:1", cluster_dir="/c")
+    # torchrun pastes nothing: the same folder is fine for it
+    torchrun = replace(spec, launch=replace(spec.launch, launcher="torchrun"))
+    launch_plan(resolve(torchrun, runtime_name="none"), image="i:1", cluster_dir="/c")
+
+
+def test_without_code_a_bare_launcher_checks_its_folder_where_it_starts(tmp_path: Path) -> None:
+    """Runtime none without launch.code: the folder is the shell's, so the launch step
+    checks it there (a real sh) before DeepSpeed would paste it."""
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, code=None))
+    plan = launch_plan(resolve(spec, runtime_name="none"), image="i:1", cluster_dir="/c")
+    action = plan.steps[-1].action
+    assert isinstance(action, HostCommand)
+    probe = replace(action, command=("pwd",), env=())
+    for name, ok in (("plain-dir_1.2", True), ("my dir", False), ("a;b", False)):
+        folder = tmp_path / name
+        folder.mkdir()
+        done = subprocess.run(probe.argv(), cwd=folder, capture_output=True, text=True, check=False)
+        assert (done.returncode == 0) == ok, done.stderr
+        assert ok or "launch.code" in done.stderr

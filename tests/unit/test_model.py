@@ -70,7 +70,7 @@ def test_every_problem_with_its_path() -> None:
         (("mode",), "'c' is not one of 'a' or 'b'"),
         (("items", 1), "'not ok' is not a valid value here (pattern ^\\w+$)"),
         (("env", "lower"), "'lower' is not a valid name here"),
-        (("env", "OK"), "a number 1: write the value in quotes"),
+        (("env", "OK"), "a number: write the value in quotes"),
         (("inner", "extra"), "unknown key 'extra'; check its spelling (see `builder schema`)"),
         (("inner", "port"), "0 is too small: the minimum is 1"),
         (("inner", "on"), "expected true or false, got a string 'yes'"),

@@ -218,3 +218,55 @@ def test_cli_launch_json_shows_no_secret(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         assert SECRET not in result.output
         assert f"/c/{SECRETS_ENV}" in result.output
+
+
+@pytest.mark.parametrize("value", ["hf_s3cr3t\\x07x", "hf_s3cr3t\\u202ex", "hf_s3cr3t\\nx"])
+def test_a_refused_secret_value_is_never_shown(tmp_path: Path, value: str) -> None:
+    """A value launch.env refuses is named by its path, on stderr and in --json alike."""
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(
+        preset_text("cpu-deepspeed").replace(
+            "  script: train.py\n", f'  env:\n    HF_TOKEN: "{value}"\n  script: train.py\n'
+        )
+    )
+    for extra in ([], ["--json"]):
+        result = CliRunner().invoke(app, ["launch", str(spec), *extra])
+        assert result.exit_code == 1, result.output
+        assert "launch.env.HF_TOKEN" in result.output
+        assert "s3cr3t" not in result.output
+
+
+def test_a_secret_number_is_not_shown_either(tmp_path: Path) -> None:
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(
+        preset_text("cpu-deepspeed").replace(
+            "  script: train.py\n", "  env:\n    DB_PASSWORD: 31415926\n  script: train.py\n"
+        )
+    )
+    result = CliRunner().invoke(app, ["launch", str(spec), "--json"])
+    assert result.exit_code == 1
+    assert "launch.env.DB_PASSWORD" in result.output
+    assert "31415926" not in result.output
+
+
+def test_a_bare_node_sources_the_secrets_for_the_ranks_too() -> None:
+    """Runtime none: the launcher's ssh sessions inherit nothing, so DeepSpeed's pdsh line
+    sources the bundle's secrets.sh first (--venv_script): its path, never a value."""
+    spec = with_env("cpu-deepspeed", ENV)
+    plan = launch_plan(resolve(spec, runtime_name="none"), image="i:1", cluster_dir="/c")
+    argv = plan.steps[-1].argv
+    assert argv[argv.index("--venv_script") + 1] == f"/c/{SECRETS_SH}"
+    assert SECRET not in " ".join(argv)
+    docker = launch_plan(resolve(spec), image="i:1", cluster_dir="/c")
+    assert "--venv_script" not in docker.steps[-1].argv  # the container's sshd hands it on
+    no_secret = with_env("cpu-deepspeed", {"NCCL_DEBUG": "INFO"}, ())
+    bare = launch_plan(resolve(no_secret, runtime_name="none"), image="i:1", cluster_dir="/c")
+    assert "--venv_script" not in bare.steps[-1].argv
+
+
+def test_gaudi_spawn_on_a_bare_node_refuses_secrets_it_cannot_hand_on() -> None:
+    spec = with_env("gaudi-deepspeed", ENV)
+    spec = replace(spec, launch=replace(spec.launch, launcher="gaudi_spawn"))
+    with pytest.raises(UsageError, match="venv_script"):
+        launch_plan(resolve(spec, runtime_name="none"), image="i:1", cluster_dir="/c")
+    launch_plan(resolve(spec), image="i:1", cluster_dir="/c")  # docker: the container's

@@ -53,6 +53,12 @@ class LaunchContext:
     secrets: tuple[str, ...] = ()
     """Names of the secret variables: already in the launcher's own environment (the
     bundle's 0600 files put them there); a launcher forwards them by name only."""
+    folder: tuple[str, str] | None = None
+    """Where the launcher starts, and the field or option that sets it; None where the
+    shell that runs launch.sh decides (runtime none without launch.code)."""
+    secrets_script: str | None = None
+    """The bundle's shell file of secret exports, where the ranks a launcher reaches over
+    ssh do not inherit the node's environment (runtime none): they must source it."""
 
     @property
     def node_count(self) -> str:
@@ -69,6 +75,10 @@ class LauncherCommand:
 
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    folder_chars: str | None = None
+    """Where the launcher starts in whatever folder the node's shell is in (runtime none
+    without launch.code): the characters that folder's path must keep to, checked
+    there before it starts (the inside of a shell bracket expression)."""
 
 
 class Launcher:
@@ -174,8 +184,9 @@ class Launcher:
             )
         return problems
 
-    def check_cluster(self, cluster: str) -> None:
-        """Refuse a cluster folder path this launcher cannot carry (UsageError)."""
+    def check_paths(self, context: LaunchContext) -> None:
+        """Refuse a path of the run (the cluster folder, the folder it starts in) that
+        this launcher cannot carry (UsageError naming the field or option)."""
 
     def command(self, context: LaunchContext) -> LauncherCommand:
         raise NotImplementedError

@@ -17,6 +17,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from builder.contract import DSENV, HOSTFILE
+from builder.errors import UsageError, shown
 from builder.image.tools import DEEPSPEED, PDSH
 from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
 from builder.launch.logs import NodeFailure, tail
@@ -24,6 +25,10 @@ from builder.launch.logs import NodeFailure, tail
 if TYPE_CHECKING:
     from builder.spec.records import ImageSpec, LaunchSpec
 
+PDSH_PATH_CHARS = "A-Za-z0-9._+@/-"
+"""What a path DeepSpeed's pdsh runner pastes unquoted may hold (a regex or shell bracket
+expression's inside): nothing the remote shell splits at or runs."""
+_PDSH_PATH = re.compile(rf"/[{PDSH_PATH_CHARS}]*")
 # What the rendezvous address can be: a host name, an IPv4 or an IPv6 address.
 MASTER_ADDR = re.compile(r"[A-Za-z0-9:][A-Za-z0-9._:-]*")
 # What a double-quoted word of the remote shell still interprets (DeepSpeed escapes `"`).
@@ -46,6 +51,19 @@ def pdsh_word(value: str, *, deepspeed_quotes: bool = False) -> str:
     return word.replace("%", "%%")
 
 
+def pdsh_path_problem(path: str) -> str | None:
+    """Why path cannot go where DeepSpeed's pdsh runner pastes it unquoted into every
+    node's shell line, or None: the one check of each such path (the folder the launcher
+    starts in, ``cd FOLDER;``, and --venv_script's ``source FILE;``)."""
+    if _PDSH_PATH.fullmatch(path):
+        return None
+    return (
+        "DeepSpeed's pdsh runner pastes it unquoted into every node's shell line, where a "
+        "blank splits it and ; $ ` & | run as commands: use an absolute path of letters, "
+        "digits and ._+@/- only"
+    )
+
+
 def deepspeed_argv(
     launch: LaunchSpec,
     *,
@@ -53,12 +71,15 @@ def deepspeed_argv(
     master_addr: str,
     nnodes: int,
     ssh_port: int | None = None,
+    venv_script: str | None = None,
 ) -> list[str]:
     """`deepspeed` over pdsh: launcher flags before the script, as DeepSpeed requires.
 
     ``nnodes`` > 1 takes DeepSpeed's pdsh path, whose shell line the master, script
     and arguments are escaped for. ``ssh_port`` is needed only when the image's ssh
     client config does not already use sshd's port (builder's images do).
+    ``venv_script``: a file every node's shell line sources first (``pdsh_path_problem``
+    checked it).
     """
     script, args = launch.script, list(launch.args)
     if nnodes > 1:
@@ -68,6 +89,8 @@ def deepspeed_argv(
     argv += ["--master_port", str(launch.master_port)]
     if ssh_port is not None:
         argv += ["--ssh_port", str(ssh_port)]
+    if venv_script is not None:
+        argv += ["--venv_script", venv_script]
     return [*argv, script, *args]
 
 
@@ -162,14 +185,27 @@ class DeepSpeed(Launcher):
             )
         return problems
 
+    def check_paths(self, context: LaunchContext) -> None:
+        """Every path the pdsh line pastes: the folder the launcher starts in (DeepSpeed's
+        ``cd FOLDER;`` on every node) and the secrets file the ranks source."""
+        pasted = [context.folder] if context.folder else []
+        if context.secrets_script:
+            pasted.append(("--cluster-dir", context.secrets_script))
+        for where, path in pasted:
+            if why := pdsh_path_problem(path):
+                raise UsageError(f"{where} {shown(path)}: {why}", field=where, value=path)
+
     def command(self, context: LaunchContext) -> LauncherCommand:
         argv = deepspeed_argv(
             context.spec.launch,
             hostfile=f"{context.cluster}/{HOSTFILE}",
             master_addr=context.master,
             nnodes=len(context.nodes),
+            venv_script=context.secrets_script,
         )
-        return LauncherCommand(tuple(argv), (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),))
+        env = (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),)
+        chars = None if context.folder else PDSH_PATH_CHARS
+        return LauncherCommand(tuple(argv), env, folder_chars=chars)
 
 
 LAUNCHER = DeepSpeed()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from builder.contract import DSENV, HOSTFILE
 from builder.errors import UsageError
 from builder.launch.launchers.base import LaunchContext, LauncherCommand, Problems
-from builder.launch.launchers.deepspeed import DeepSpeed
+from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS, DeepSpeed
 from builder.model import Extra
 
 if TYPE_CHECKING:
@@ -104,14 +104,23 @@ class GaudiSpawn(DeepSpeed):
                 problems.append((where, f"{value!r}: {why}"))
         return problems
 
-    def check_cluster(self, cluster: str) -> None:
+    def check_paths(self, context: LaunchContext) -> None:
         # DistributedRunner puts the hostfile path into its bash line bare
-        hostfile = f"{cluster}/{HOSTFILE}"
+        hostfile = f"{context.cluster}/{HOSTFILE}"
         if " " in hostfile or gaudi_spawn_unsafe(hostfile):
             raise UsageError(
-                f"--cluster-dir {cluster!r}: gaudi_spawn.py passes the hostfile path "
+                f"--cluster-dir {context.cluster!r}: gaudi_spawn.py passes the hostfile path "
                 "to bash unquoted; use a folder whose path has only letters, digits and _@%+=:,./-"
             )
+        if context.secrets_script:
+            raise UsageError(
+                "launch.env holds secrets, and under this runtime the ranks gaudi_spawn.py "
+                "starts over pdsh do not inherit the node's environment: gaudi_spawn.py "
+                "cannot pass DeepSpeed's --venv_script, which would source them. Use "
+                "launcher: deepspeed, or a runtime with containers (docker)",
+                field="launch.secret",
+            )
+        super().check_paths(context)
 
     def command(self, context: LaunchContext) -> LauncherCommand:
         launch = context.spec.launch
@@ -121,7 +130,9 @@ class GaudiSpawn(DeepSpeed):
             nnodes=len(context.nodes),
             script=self.setting(launch, "gaudi_spawn"),
         )
-        return LauncherCommand(tuple(argv), (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),))
+        env = (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),)
+        chars = None if context.folder else PDSH_PATH_CHARS
+        return LauncherCommand(tuple(argv), env, folder_chars=chars)
 
 
 LAUNCHER = GaudiSpawn()

@@ -1,0 +1,3 @@
+"""Hostile inputs, third round: files and options (appended to the corpus's CASES)."""
+
+from __future__ import annotations
