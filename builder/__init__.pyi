@@ -7,6 +7,7 @@ from builder._version import __version__ as __version__
 from builder.cluster.dsenv import deepspeed_env_text as deepspeed_env_text
 from builder.cluster.dsenv import dsenv_for as dsenv_for
 from builder.cluster.dsenv import parse_assignments as parse_assignments
+from builder.cluster.hostfile import MAX_HOSTFILE_BYTES as MAX_HOSTFILE_BYTES
 from builder.cluster.hostfile import Host as Host
 from builder.cluster.hostfile import choose_hosts as choose_hosts
 from builder.cluster.hostfile import hostfile_text as hostfile_text
@@ -33,6 +34,7 @@ from builder.errors import EngineError as EngineError
 from builder.errors import InputError as InputError
 from builder.errors import RegistryError as RegistryError
 from builder.errors import SpecError as SpecError
+from builder.files import check_input as check_input
 from builder.fingerprint.compare import difference_table as difference_table
 from builder.fingerprint.compare import differences as differences
 from builder.fingerprint.record import Fingerprint as Fingerprint
@@ -105,6 +107,7 @@ from builder.spec.records import spec_json_schema as spec_json_schema
 
 __all__ = [
     "APPTAINER_PROGRAMS",
+    "MAX_HOSTFILE_BYTES",
     "MAX_REHEARSAL_NODES",
     "RENDER_FORMATS",
     "RUNTIMES",
@@ -133,6 +136,7 @@ __all__ = [
     "__version__",
     "build_image",
     "check_images",
+    "check_input",
     "check_locked_base",
     "choose_hosts",
     "connect",

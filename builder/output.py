@@ -11,6 +11,7 @@ their mode and owner; only folders made here get ``folder_mode``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import filecmp
 import os
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from builder.errors import OutputExists, UsageError
+from builder.files import named
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -69,12 +71,10 @@ def write_files(
             staged.append((_stage(target), target.path))
         for tmp, path in staged:
             tmp.replace(path)
-    except OSError as exc:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: something else wrote there
-                folder.rmdir()
+    except BaseException as exc:  # Ctrl-C too: no hidden .*.tmp file is left behind
+        _undo(staged, made)
+        if not isinstance(exc, OSError):
+            raise
         raise UsageError(
             f"cannot write into {directory}: {exc.strerror or exc}"
             f"{f' ({exc.filename})' if exc.filename else ''}; nothing was written",
@@ -83,10 +83,20 @@ def write_files(
     return [target.path for target in targets]
 
 
+def _undo(staged: list[tuple[Path, Path]], made: list[Path]) -> None:
+    """Remove the temporary files and the folders made for them (those still empty)."""
+    for tmp, _ in staged:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):  # not empty: something else wrote there
+            folder.rmdir()
+
+
 def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_Target]:
     """Every check before the first byte is written."""
     _check_folder(directory, directory)
-    root = _resolved(directory)
+    root = resolved_path(directory)
     targets: list[_Target] = []
     seen: set[str] = set()
     for f in files:
@@ -100,13 +110,13 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
         seen.add(f.path)
         path = directory.joinpath(*relative.parts)
         _check_folder(path.parent, directory)
-        if path.is_symlink() and not _resolved(path).is_relative_to(root):
+        if path.is_symlink() and not resolved_path(path).is_relative_to(root):
             raise UsageError(
-                f"refusing to write {path}: it is a symlink to {_resolved(path)}, outside "
+                f"refusing to write {path}: it is a symlink to {resolved_path(path)}, outside "
                 f"{directory}; remove the link or choose another -o folder",
                 path=path,
             )
-        if not _resolved(path).is_relative_to(root):
+        if not resolved_path(path).is_relative_to(root):
             raise UsageError(f"refusing to write {path}: it is outside {directory}", path=path)
         if path.is_dir():
             raise UsageError(
@@ -143,7 +153,7 @@ def check_private(directory: Path) -> None:
 def _check_folder(folder: Path, directory: Path) -> None:
     """folder and each of its parents is a folder or missing; inside directory, a
     symlinked folder must stay inside it."""
-    root = _resolved(directory)
+    root = resolved_path(directory)
     for part in [folder, *folder.parents]:
         if part.exists() and not part.is_dir():
             raise UsageError(
@@ -152,9 +162,9 @@ def _check_folder(folder: Path, directory: Path) -> None:
                 path=part,
             )
         inside = part != directory and part.is_relative_to(directory)
-        if inside and part.is_symlink() and not _resolved(part).is_relative_to(root):
+        if inside and part.is_symlink() and not resolved_path(part).is_relative_to(root):
             raise UsageError(
-                f"refusing to write through {part}: it is a symlink to {_resolved(part)}, "
+                f"refusing to write through {part}: it is a symlink to {resolved_path(part)}, "
                 f"outside {directory}; remove the link or choose another -o folder",
                 path=part,
             )
@@ -201,12 +211,16 @@ def _same(path: Path, f: OutputFile) -> bool:
         return False
 
 
-def _resolved(path: Path) -> Path:
+def resolved_path(path: Path) -> Path:
+    """path with its symlinks followed; a loop on the way is a UsageError naming it."""
     try:
         return path.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
+        why = "a symlink on the way leads back to itself" if loop else str(exc)
         raise UsageError(
-            f"cannot follow {path}: {exc}; remove the broken link", path=path
+            f"cannot follow {named(path)}: {why}; remove or fix the link, or choose another folder",
+            path=path,
         ) from None
 
 

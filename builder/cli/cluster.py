@@ -35,6 +35,8 @@ from builder.cli.options import (
     PresetOpt,
     RuntimeOpt,
     SpecArg,
+    file_option,
+    folder_option,
     image_option,
     plan_image,
     print_or_write,
@@ -45,6 +47,8 @@ from builder.errors import UsageError
 
 SLURM = "slurm"
 """The scheduler `builder slurm` writes for."""
+CLUSTER_DIR = "--cluster-dir"
+"""The cluster folder's option (keys and bundle also take it as -o)."""
 
 if TYPE_CHECKING:
     from builder.resolved import Resolved
@@ -85,13 +89,6 @@ def hostfile(
     set_result(files_result(print_or_write(hostfile_text(hosts), output, force=force)))
 
 
-def no_stdout(folder: Path) -> Path:
-    """A folder option given as '-' (stdout, for single files) is refused, not made."""
-    if str(folder) == "-":
-        raise UsageError("--cluster-dir -: the cluster folder holds several files; name a folder")
-    return folder
-
-
 @app.command()
 def keys(
     spec: SpecArg = None,
@@ -111,10 +108,11 @@ def keys(
     as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
     """Make the cluster's login and host key pairs, authorized_keys, known_hosts, an ssh_config."""
+    folder_option(cluster_dir, CLUSTER_DIR)
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
-    written = make_keys(no_stdout(cluster_dir), port=port, comment=f"builder-{name}", force=force)
+    written = make_keys(cluster_dir, port=port, comment=f"builder-{name}", force=force)
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     set_result(files_result(written))
@@ -138,6 +136,7 @@ def dsenv(
 ) -> None:
     """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
     refuse_stdout(as_json, output)
+    file_option(output)
     resolved = resolved_of(stack_of(spec, preset))
     extra = parse_assignments(set_ or [], "--set")
     image_env = None
@@ -170,6 +169,7 @@ def launch(
             "(infiniband, roce or efa), rebuild, and launch, bundle and slurm pass what "
             "the containers need"
         )
+    folder_option(cluster_dir, CLUSTER_DIR)
     resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
     plan = launch_plan(
         resolved,
@@ -196,9 +196,10 @@ def bundle(
     as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
     """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
+    folder_option(cluster_dir, CLUSTER_DIR)
     resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
     written = write_bundle(
-        resolved, no_stdout(cluster_dir), image=plan_image(resolved, image, spec), force=force
+        resolved, cluster_dir, image=plan_image(resolved, image, spec), force=force
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
@@ -229,6 +230,7 @@ def slurm(
 ) -> None:
     """Write the sbatch script: one task per node, each running torchrun in the runtime."""
     refuse_stdout(as_json, output)
+    folder_option(cluster_dir, CLUSTER_DIR)
     stack = stack_of(spec, preset)
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=SLURM)
     text = sbatch_script(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from builder import (
+    MAX_HOSTFILE_BYTES,
     OutputFile,
     connect,
     difference_table,
@@ -32,11 +33,14 @@ from builder.cli.options import (
     DASH,
     PresetOpt,
     SpecArg,
+    file_option,
     image_option,
     image_ref,
+    input_file,
     print_or_write,
     resolved_of,
     spec_file,
+    ssh_config_file,
     stack_of,
     text_option,
 )
@@ -44,6 +48,9 @@ from builder.errors import DriftFound, UsageError, shown
 
 if TYPE_CHECKING:
     from builder.fingerprint.record import Fingerprint
+
+"""A hostfile of 100,000 nodes is about 4 MiB."""
+HOSTFILE_FIX = "give the hostfile `builder hostfile` or `builder bundle` wrote (host slots=N lines)"
 
 
 @app.command()
@@ -79,6 +86,7 @@ def lock(
         raise UsageError("--json lists the files written: give -o FILE.lock (not stdout)")
     if target != DASH and target.is_dir():
         raise UsageError(f"-o {target} is a folder; give the lock file's path (FILE.lock)")
+    file_option(target, "-o" if output is not None else "the lock file")
     reference = image_ref(stack, image)  # every option is checked before the engine is asked
     taken = take_lock(resolved_of(stack), connect(), reference)
     if target == DASH:
@@ -147,6 +155,8 @@ def verify(
     """Fingerprint every node and show what differs; exit 13 when anything does."""
     engine = cache(connect)  # only when containers or an image are asked for, once
     if hostfile is not None and containers is None:
+        input_file(hostfile, "--hostfile", HOSTFILE_FIX, limit=MAX_HOSTFILE_BYTES)
+        ssh_config_file(ssh_config)
         nodes = of_hosts(hostfile, ssh_config)
     elif containers is not None and hostfile is None:
         names = [name.strip() for name in containers.split(",") if name.strip()]

@@ -17,6 +17,7 @@ from builder import (
     inspect_image,
     progress_for,
     push_and_record,
+    read_pin,
     ship_image,
 )
 from builder.cli.app import app
@@ -47,7 +48,7 @@ from builder.cli.options import (
 from builder.errors import DriftFound, NotInEngine, TransferFailed, UsageError
 
 if TYPE_CHECKING:
-    from builder import Pushed
+    from builder import Pushed, Stack
     from builder.engine.base import Engine
 
 
@@ -91,6 +92,8 @@ def build(
     build_args = key_values(build_arg or [], "--build-arg")
     shown_as = progress_for(choice(progress, "--progress", PROGRESS))
     reference = image_option(tag, "--tag")
+    if push:
+        _check_record(stack, reference or image_ref(stack, None), spec)
     engine = connect()  # every option is checked before the engine is asked
     result = build_image(
         resolved,
@@ -128,6 +131,7 @@ def push(
     reference = image_ref(stack, image)
     if "@" in reference:
         raise UsageError(f"--image {reference}: push a name:tag; a digest is what a push gives")
+    _check_record(stack, reference, spec)
     engine = connect()
     if not engine.exists(reference):
         raise NotInEngine(
@@ -143,6 +147,14 @@ def push(
         }
     )
     typer.echo(pushed.pinned, err=as_json)
+
+
+def _check_record(stack: Stack, reference: str, spec: Path | None) -> None:
+    """A push of the spec's own name:tag replaces its record (stack.digest): what is there
+    now must be one (or nothing), checked before the engine is asked."""
+    source = spec_file(spec)
+    if source is not None and reference == image_ref(stack, None):
+        read_pin(source)
 
 
 def _push(engine: Engine, reference: str, spec: Path | None) -> tuple[Pushed, Path | None]:

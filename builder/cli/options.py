@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from typer._click.types import FloatRange
 from typer._types import TyperChoice
 
 from builder import (
@@ -14,6 +17,7 @@ from builder import (
     RUNTIMES,
     OutputFile,
     Stack,
+    check_input,
     image_for,
     launcher_names,
     load_inputs,
@@ -32,7 +36,7 @@ from builder.spec.records import ENV_NAME, IMAGE_REF
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from typer._click import Context
+    from typer._click import Context, Parameter
 
     from builder.engine.base import Engine
     from builder.engine.progress import Mode
@@ -161,10 +165,110 @@ NodesSshConfigOpt = Annotated[
 
 
 def ssh_config_file(path: Path | None) -> Path | None:
-    """--ssh-config as given, refused when there is no such file."""
-    if path is not None and not path.is_file():
-        raise UsageError(f"--ssh-config {path}: no such file")
+    """--ssh-config as given, refused unless it is a file ssh can read (a FIFO there would
+    hang every ssh), before any node or engine is asked."""
+    if path is not None:
+        input_file(path, "--ssh-config", "name an ssh_config file (the bundle's, or your own)")
     return path
+
+
+def input_file(path: Path, option: str, fix: str, *, limit: int | None = None) -> Path:
+    """A file an option names, for another program or a later read: there, and a regular
+    file (a symlink to one is fine) of at most limit bytes (``builder.files``); else a
+    UsageError naming the option, what is wrong and fix."""
+    if not check_input(path, what=option, fix=fix, field=option, limit=limit):
+        raise UsageError(f"{_said(option, path)}: no such file; {fix}", field=option, path=path)
+    return path
+
+
+_LOOP = "a symlink on the way leads back to itself"
+
+
+def folder_option(value: Path, option: str) -> Path:
+    """A folder an option names (--cluster-dir, -o): not '-' (stdout takes one file; a
+    folder made as '-' would hold the cluster's keys), no symlink loop on the way, not a
+    file; refused before anything is read, asked or made."""
+    if str(value) == "-":
+        raise UsageError(
+            f"{option} -: a folder is needed here, not stdout (-o - prints a single file); "
+            "name a folder, e.g. cluster",
+            field=option,
+            value="-",
+        )
+    _reachable(value, option, [value, *value.parents])
+    return value
+
+
+def file_option(value: Path | None, option: str = "-o") -> Path | None:
+    """A file an option names for writing (None and '-', stdout, pass): its folder can hold
+    it, and nothing but a file is in its place; checked where the command asks the engine
+    before it writes, so that a bad -o is refused first."""
+    if value is None or value == DASH:
+        return value
+    _reachable(value, option, list(value.parents))
+    if value.exists() and not value.is_file():
+        what = "a folder" if value.is_dir() else "not a regular file"
+        raise UsageError(
+            f"{_said(option, value)} is {what}; give the path of the file to write",
+            field=option,
+            path=value,
+        )
+    return value
+
+
+def _reachable(value: Path, option: str, folders: list[Path]) -> None:
+    """No symlink loop on the way to value, and each of folders a folder (or missing)."""
+    why = None
+    try:
+        value.resolve()
+        value.stat()  # the loop Path.resolve lets pass (it does from Python 3.13)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # made later; a file on the way is named below
+    except RuntimeError:  # a symlink loop (Python < 3.13)
+        why = _LOOP
+    except OSError as exc:
+        why = _LOOP if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+    if why is not None:
+        raise UsageError(
+            f"{_said(option, value)}: {why}; remove or fix the link, or name another path",
+            field=option,
+            path=value,
+        )
+    for part in folders:
+        if part.exists() and not part.is_dir():
+            raise UsageError(
+                f"{_said(option, value)}: {part} is a file, where a folder is needed; move it "
+                "away or name another path",
+                field=option,
+                path=part,
+            )
+
+
+def _said(option: str, value: Path) -> str:
+    """The option and its value, as a message shows them (quoted when not printable)."""
+    text = str(value)
+    return f"{option} {shown(text, quote=not text.isprintable())}"
+
+
+class Bounded(FloatRange):
+    """A number option within a range, shown in --help ([3<=x<=86400]): a value outside
+    it, inf or nan (which a range alone lets through) is refused with exit 2, naming the
+    option, before anything is asked or run."""
+
+    def __init__(
+        self, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+    ) -> None:
+        super().__init__(min=low, max=high, min_open=low_open, max_open=high_open)
+
+    def convert(self, value: Any, param: Parameter | None, ctx: Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(
+                f"{shown(value)} is not a number in the range {self._describe_range()}.",
+                param,
+                ctx,
+            )
+        return number
 
 
 ProgressOpt = Annotated[

@@ -23,10 +23,12 @@ from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
+    Bounded,
     ImageOpt,
     NodesSshConfigOpt,
     PresetOpt,
     SpecArg,
+    folder_option,
     plan_image,
     resolved_of,
     ssh_config_file,
@@ -34,6 +36,8 @@ from builder.cli.options import (
 )
 from builder.errors import PreflightFailed, UsageError
 
+MAX_BUDGET = 24 * 3600
+"""A day of measurements; the probe's own minimum (a few seconds) is PreflightSettings'."""
 DEFAULTS = PreflightSettings()
 QUICK = PreflightSettings(quick=True)
 
@@ -59,6 +63,7 @@ def preflight(
         Optional[float],  # noqa: UP045
         typer.Option(
             "--budget",
+            click_type=Bounded(0, MAX_BUDGET, low_open=True),
             help=f"Seconds for all measurements (default {DEFAULTS.seconds:g}, "
             f"{QUICK.seconds:g} with --quick); the launch gets 120 s more before it counts "
             "as hung.",
@@ -69,6 +74,7 @@ def preflight(
         float,
         typer.Option(
             "--threshold",
+            click_type=Bounded(0, 1, low_open=True, high_open=True),
             help="A node this fraction below the median of the other nodes (matmul, memory "
             "copy, link) is named as a straggler.",
         ),
@@ -112,7 +118,6 @@ def preflight(
             say=say,
         )
     else:
-        ssh_config_file(ssh_config)
         run = ClusterPreflight(
             resolved,
             image=reference,
@@ -153,7 +158,10 @@ def check_options(
     ssh_config: Path | None,
     dry_run: bool,
 ) -> None:
-    """Options that belong to the other place preflight runs are refused, not ignored."""
+    """Options that belong to the other place preflight runs are refused, not ignored;
+    the real nodes' cluster folder and ssh config are checked before anything runs."""
+    if cluster_dir is not None:
+        folder_option(cluster_dir, "--cluster-dir")
     if rehearse:
         for given, option in ((cluster_dir, "--cluster-dir"), (ssh_config, "--ssh-config")):
             if given is not None:
@@ -168,6 +176,8 @@ def check_options(
         raise UsageError(
             "--nodes sets the size of a --rehearse cluster; the real nodes are launch.nodes"
         )
+    else:
+        ssh_config_file(ssh_config)
 
 
 def _say(line: str) -> None:

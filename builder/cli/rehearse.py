@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -21,16 +23,21 @@ from builder.cli.envelope import JsonOpt, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
+    Bounded,
     Choice,
     ImageOpt,
     PresetOpt,
     SpecArg,
     choice,
     image_option,
+    input_file,
     stack_of,
     text_option,
 )
 from builder.errors import RehearsalFailed, UsageError
+
+MAX_TIMEOUT = 7 * 24 * 3600
+"""A week: the longest rehearsal of a user's script that --timeout allows."""
 
 
 @app.command()
@@ -52,7 +59,8 @@ def rehearse(
         typer.Option(
             "--script",
             help="Run this script instead of the probe job: a file here (its folder is "
-            "mounted read-only) or a path in the image. Its arguments go after --.",
+            "mounted read-only) or the absolute path of one in the image. Its arguments go "
+            "after --.",
         ),
     ] = None,
     args: Annotated[
@@ -60,7 +68,12 @@ def rehearse(
         typer.Argument(help="After --: the script's arguments.", show_default=False),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds the job may take before it counts as hung.")
+        float,
+        typer.Option(
+            "--timeout",
+            click_type=Bounded(0, MAX_TIMEOUT, low_open=True),
+            help="Seconds the job may take before it counts as hung.",
+        ),
     ] = 300.0,
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the containers, network and bundle up.")
@@ -119,10 +132,30 @@ def check_options(
         raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_REHEARSAL_NODES} nodes")
     if launcher is not None and launcher not in rehearsal_launchers():
         choice(launcher, "--launcher", rehearsal_launchers())
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(f"--timeout {timeout}: give the seconds the job may take (above 0)")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise UsageError(
+            f"--timeout {timeout}: give the seconds the job may take (above 0, at most "
+            f"{MAX_TIMEOUT:g})"
+        )
     text_option(script, "--script")
+    if script is not None:
+        script_option(script)
     if args and script is None:
         raise UsageError(
             "the arguments after -- are the script's: give --script FILE (the probe job takes none)"
         )
+
+
+def script_option(script: str) -> None:
+    """--script names a file here or, by its absolute path, one in the image: a relative
+    path that is no file here (a typo) and anything here that is not a regular file are
+    refused before the engine is asked."""
+    path = Path(script)
+    if path.is_absolute() and not os.path.lexists(path):
+        return  # a path in the image
+    input_file(
+        path,
+        "--script",
+        "give a script file on this machine, or the absolute path of one in the image "
+        "(e.g. /workspace/train.py)",
+    )

@@ -35,6 +35,7 @@ from builder.cli.options import (
     SpecArg,
     TrustCaOpt,
     WheelhouseOpt,
+    folder_option,
     format_of,
     inputs_of,
     print_or_write,
@@ -100,6 +101,8 @@ def render(
     refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
     output = None if output == DASH else output
+    if output is not None:
+        folder_option(output, "-o")
     chosen = format_of(fmt, has_output=output is not None)
     inputs = inputs_of(
         base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.nodelist import expand_nodelist, host_name_problem
 from builder.errors import UsageError, shown
+from builder.files import MIB, read_input
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -86,6 +87,10 @@ def hostfile_text(hosts: Iterable[Host]) -> str:
     return "".join(f"{host.name} slots={host.slots}\n" for host in hosts)
 
 
+MAX_HOSTFILE_BYTES = 16 * MIB
+"""Far more than the most hosts a hostfile may list take."""
+
+
 def require_hostfile(path: Path) -> None:
     """Fail clearly where DeepSpeed would silently fall back to one node."""
     if not path.is_file():
@@ -99,11 +104,12 @@ def require_hostfile(path: Path) -> None:
 def read_hostfile(path: Path) -> list[Host]:
     """The hosts of a hostfile, read as DeepSpeed reads it (blank and # lines skipped);
     a missing file, a bad line or a duplicate host is an error naming the line."""
-    require_hostfile(path)
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read hostfile {path}: {exc.strerror or exc}", path=path) from None
+    raw_bytes = read_input(
+        path, what="the hostfile", limit=MAX_HOSTFILE_BYTES, fix="write it with `builder hostfile`"
+    )
+    if raw_bytes is None:
+        require_hostfile(path)
+        raise AssertionError  # require_hostfile refused it
     try:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from builder.contract import CLUSTER_DIR
 from builder.errors import OutputExists, ToolMissing, UsageError
-from builder.output import OutputFile, check_private, write_files
+from builder.files import check_input
+from builder.output import OutputFile, check_private, resolved_path, write_files
 
 PRIVATE = "id_ed25519"
 PUBLIC = "id_ed25519.pub"
@@ -38,6 +39,8 @@ USER_KEY = (PRIVATE, PUBLIC, AUTHORIZED)
 HOST_KEY = (HOST_PRIVATE, HOST_PUBLIC, KNOWN_HOSTS)
 FILES = (*USER_KEY, *HOST_KEY, SSH_CONFIG)
 KEY_MODE = 0o600
+MAX_KEY_FILE_BYTES = 1024 * 1024
+"""An ed25519 key is 400 bytes; authorized_keys with a thousand keys is 100 KiB."""
 HOST_KEY_ALIAS = "builder-cluster"
 """The name known_hosts gives the cluster host key; ssh looks it up by this name
 (HostKeyAlias) whatever address a node is reached at."""
@@ -94,9 +97,9 @@ def kept_or_new(directory: Path, *, comment: str, force: bool) -> list[OutputFil
         (PRIVATE, (PUBLIC, AUTHORIZED), user_key_files),
         (HOST_PRIVATE, (HOST_PUBLIC, KNOWN_HOSTS), host_key_files),
     ):
-        if (directory / private).is_file():
+        found = [name for name in rest if _kept(directory / name)]
+        if _kept(directory / private):
             continue
-        found = [name for name in rest if (directory / name).exists()]
         if found and not force:
             raise UsageError(
                 f"{directory} holds {' and '.join(found)} but not {private}: half a key pair. "
@@ -106,6 +109,17 @@ def kept_or_new(directory: Path, *, comment: str, force: bool) -> list[OutputFil
             )
         files += make(comment if private == PRIVATE else f"{comment}-host")
     return files
+
+
+def _kept(path: Path) -> bool:
+    """Whether a key file is there to keep; a folder, a loop, a FIFO or an oversized file
+    in its place is refused (never silently replaced, nor handed to the nodes)."""
+    return check_input(
+        path,
+        what="the cluster folder's",
+        limit=MAX_KEY_FILE_BYTES,
+        fix="move it away: a key file belongs there (kept, or made where none is)",
+    )
 
 
 def make_keys(directory: Path, *, port: int, comment: str, force: bool = False) -> list[Path]:
@@ -128,7 +142,7 @@ def host_ssh_config(directory: Path, port: int) -> str:
     It is read only when named (`ssh -F`), so it applies to every host named
     with it, by name or address: each must show the cluster host key.
     """
-    folder = directory.resolve()
+    folder = resolved_path(directory)
     return (
         "# Reach the nodes' containers: `ssh -F ssh_config NODE` (a name or an address).\n"
         f"# Every host reached with this file must show the cluster host key ({KNOWN_HOSTS}).\n"

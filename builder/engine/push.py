@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, UsageError, shown
-from builder.image.pin import write_pin
+from builder.image.pin import check_pin_path, write_pin
 from builder.image.registry import DIGEST, Pushed
 from builder.spec.loader import load_spec
 
@@ -42,7 +42,7 @@ def push_image(
     for event in engine.push(reference):
         _raise_on_error(event, reference, "push")
         aux = event.get("aux") or {}
-        if isinstance(aux, dict) and DIGEST.match(str(aux.get("Digest", ""))):
+        if isinstance(aux, dict) and DIGEST.fullmatch(str(aux.get("Digest", ""))):
             digest = str(aux["Digest"])
         line = _progress(event)
         if line:
@@ -69,6 +69,8 @@ def push_and_record(
     if spec_path is not None:  # read first: a bad spec stops before anything is pushed
         image = load_spec(spec_path).spec.image
         own = f"{image.name}:{image.tag}" == reference
+        if own:
+            check_pin_path(spec_path)
     pushed = push_image(engine, reference, on_line)
     if spec_path is None or not own:
         return pushed, None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from builder.errors import Problem, SpecError, UsageError, shown
+from builder.files import MIB, check_input, named, read_input
 from builder.spec.check import check_spec
 from builder.spec.records import IMAGE_REF
 
@@ -32,6 +33,8 @@ _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERT
 # PEP 427: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
 _WHEEL = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
 _URL = re.compile(r"(https?|file)://\S+")
+MAX_CA_BYTES = 16 * MIB
+"""The system's whole bundle (ca-certificates.crt) is about 200 KiB."""
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,23 @@ def with_base(stack: Stack, inputs: BuildInputs) -> Stack:
 
 
 def _read_ca(path: Path) -> str:
+    fix = "give a PEM file of CA certificates (e.g. /etc/ssl/certs/ca-certificates.crt)"
+    raw = read_input(path, what="--ca-bundle", limit=MAX_CA_BYTES, fix=fix, field="--ca-bundle")
+    if raw is None:
+        raise UsageError(
+            f"--ca-bundle {named(path)}: cannot read it (no such file); {fix}",
+            field="--ca-bundle",
+            path=path,
+        )
     try:
-        text = path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--ca-bundle {path}: cannot read it ({exc})") from None
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UsageError(
+            f"--ca-bundle {named(path)} (line {line}) is not ASCII text; {fix}",
+            field="--ca-bundle",
+            path=path,
+        ) from None
     certificates = _PEM.findall(text)
     if not certificates:
         raise UsageError(
@@ -149,12 +165,21 @@ def _read_ca(path: Path) -> str:
 
 def _read_wheelhouse(folder: Path) -> tuple[Wheel, ...]:
     if not folder.is_dir():
-        raise UsageError(f"--wheelhouse {folder}: not a folder")
+        raise UsageError(
+            f"--wheelhouse {named(folder)}: not a folder (or a symlink loop); name the folder "
+            "of .whl files",
+            field="--wheelhouse",
+            path=folder,
+        )
     wheels = []
     for path in sorted(folder.glob("*.whl")):
         match = _WHEEL.fullmatch(path.name)
         if match is None:
             raise UsageError(f"--wheelhouse: {path.name} is not a wheel file name (PEP 427)")
+        # its bytes are copied into the build context: a FIFO there would block the build
+        check_input(
+            path, what="--wheelhouse:", fix="remove it from the wheelhouse", field="--wheelhouse"
+        )
         wheels.append(Wheel(path, _normalise(match["name"]), match["version"].split("+")[0]))
     if not wheels:
         raise UsageError(f"--wheelhouse {folder}: no .whl files in it")

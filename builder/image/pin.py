@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError, shown
+from builder.files import KIB, check_input, read_input
 from builder.image.registry import DIGEST, Pushed
 from builder.output import OutputFile, write_files
 from builder.spec.records import IMAGE_REF
@@ -24,11 +25,20 @@ if TYPE_CHECKING:
     from builder.spec.records import Spec
 
 SCHEMA = 1
+MAX_PIN_BYTES = 64 * KIB
+"""A record is about 200 bytes."""
+_FIX = "remove it: `builder push` writes it again"
 
 
 def pin_path(spec_path: Path) -> Path:
     """Where the digest of spec_path's image is recorded."""
     return spec_path.with_suffix(".digest")
+
+
+def check_pin_path(spec_path: Path) -> None:
+    """Where the record will go is free for a file (nothing, or a file it replaces):
+    checked before the push, so that a folder or a loop there stops it."""
+    check_input(pin_path(spec_path), what="the push record", fix=_FIX)
 
 
 def write_pin(spec_path: Path, pushed: Pushed) -> Path:
@@ -44,13 +54,17 @@ def read_pin(spec_path: Path) -> Pushed | None:
     """The recorded push beside spec_path, or None; a file that is not one is an error
     naming it."""
     path = pin_path(spec_path)
-    if not path.is_file():
+    raw = read_input(path, what="the push record", limit=MAX_PIN_BYTES, fix=_FIX)
+    if raw is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError: not JSON, or a number of more digits than int() takes
+        said = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
         raise UsageError(
-            f"{path}: not the record `builder push` writes ({exc}); push again or remove it"
+            f"{path}: not the record `builder push` writes ({shown(said, quote=False)}); {_FIX}",
+            path=path,
         ) from None
     reference = data.get("reference") if isinstance(data, dict) else None
     digest = data.get("digest") if isinstance(data, dict) else None
@@ -59,12 +73,13 @@ def read_pin(spec_path: Path) -> Pushed | None:
         or not re.fullmatch(IMAGE_REF, reference)
         or "@" in reference
         or not isinstance(digest, str)
-        or not DIGEST.match(digest)
+        or not DIGEST.fullmatch(digest)
         or data.get("schema") != SCHEMA
     ):
         raise UsageError(
             f"{path}: not the record `builder push` writes (schema {SCHEMA}, reference "
-            f"{shown(reference)}, digest {shown(digest)}); push again or remove it"
+            f"{shown(reference)}, digest {shown(digest)}); {_FIX}",
+            path=path,
         )
     return Pushed(reference, digest)
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+"""A manifest digest; matched whole (``DIGEST.fullmatch``): ``$`` would let a trailing
+line break through."""
 
 
 def split_reference(reference: str) -> tuple[str, str]:

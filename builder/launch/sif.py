@@ -49,7 +49,7 @@ def _parts(image: str) -> tuple[str, str, str]:
         tag = re.fullmatch(rf"(.+):({_TAG.pattern})", named)
         if tag is not None and "/" not in tag[2] and _REPOSITORY.fullmatch(tag[1]):
             repository = tag[1]  # name:tag@sha256:... is pinned by its digest
-        if not _REPOSITORY.fullmatch(repository) or not DIGEST.match(digest):
+        if not _REPOSITORY.fullmatch(repository) or not DIGEST.fullmatch(digest):
             raise UsageError(
                 f"{shown(image)}: a pinned image is name@sha256:<64 hex digits>, the name in "
                 "lowercase (registry/team/train@sha256:...)"

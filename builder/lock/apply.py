@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from builder.errors import NotInEngine, UsageError
 from builder.image.recipe import spec_hash
-from builder.lock.file import Lock, lock_path, read_lock
+from builder.lock.file import Lock, lock_path, read_lock_beside
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,11 +51,10 @@ def with_lock(
     """inputs holding the spec's lock (stack.lock beside stack.yaml), checked against the
     stack (its --base-image already applied); unchanged when there is none. Without an
     engine (rendering), the base image is not checked."""
-    path = lock_path(spec_path) if spec_path is not None else None
-    if path is None or not path.is_file():
+    lock = read_lock_beside(spec_path) if spec_path is not None else None
+    if spec_path is None or lock is None:
         return inputs
-    lock = read_lock(path)
-    check_lock(lock, spec_hash(stack), str(path))
+    check_lock(lock, spec_hash(stack), str(lock_path(spec_path)))
     if engine is not None:
         check_base(lock, engine)
     return replace(inputs, lock=lock)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import UsageError, shown
+from builder.files import MIB, named, read_input
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,6 +57,10 @@ _PIP_VERSION = re.compile(
     re.IGNORECASE,
 )
 _MAX_DEPTH = 8
+MAX_LOCK_BYTES = 16 * MIB
+"""A lock of 5,000 packages is about 200 KiB."""
+_FIX = "write it again with `builder lock`"
+_FIX_BESIDE = "remove it (--no-lock ignores it) or write it again with `builder lock`"
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,24 @@ def lock_path(spec_path: Path) -> Path:
 
 def read_lock(path: Path) -> Lock:
     """Parse and check a lock file; every problem is a UsageError naming the file."""
+    raw = read_input(path, what="the lock", limit=MAX_LOCK_BYTES, fix=_FIX)
+    if raw is None:
+        raise UsageError(f"the lock {named(path)} does not exist; {_FIX}", path=path)
+    return parse_lock(raw, path)
+
+
+def read_lock_beside(spec_path: Path) -> Lock | None:
+    """The lock beside a spec file (stack.lock), None when there is none; anything else
+    there (a folder, a loop, a FIFO, an oversized or broken file) is an error naming it."""
+    path = lock_path(spec_path)
+    raw = read_input(path, what="the lock", limit=MAX_LOCK_BYTES, fix=_FIX_BESIDE)
+    return None if raw is None else parse_lock(raw, path)
+
+
+def parse_lock(raw: bytes, path: Path) -> Lock:
+    """The lock raw holds (the bytes of path); every problem is a UsageError naming path."""
     import yaml
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", path=path) from None
     try:
         data = _safe_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -121,9 +138,10 @@ def read_lock(path: Path) -> Lock:
             f"{path} (line {line}) is not UTF-8 text; write it again with `builder lock`",
             path=path,
         ) from None
-    except (yaml.YAMLError, ValueError) as exc:
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        said = "nested deeper than a lock is" if isinstance(exc, RecursionError) else exc
         raise UsageError(
-            f"{path} is not valid YAML ({shown(exc, quote=False, limit=300)}); "
+            f"{path} is not valid YAML ({shown(said, quote=False, limit=300)}); "
             "write it again: builder lock",
             path=path,
         ) from None

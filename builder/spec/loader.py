@@ -9,12 +9,14 @@ data is constructed from it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import Problem, SpecError, UsageError, shown
+from builder.files import file_status, named, read_bytes, read_input
 from builder.model import Invalid, parse
 from builder.spec.check import CREDENTIALS_ADVICE, check_spec, has_credentials
 from builder.spec.presets import preset_text
@@ -43,26 +45,12 @@ class Stack:
 
 def load_spec(path: Path) -> Stack:
     """Load and validate a stack.yaml file."""
-    try:
-        if not path.is_file():
-            raise FileNotFoundError(path) if not path.exists() else IsADirectoryError(path)
-        with path.open("rb") as f:
-            raw = f.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError:
+    fix = "name the stack.yaml to use (a stack spec is a few dozen lines), or --preset NAME"
+    raw = read_input(path, what="spec file", limit=MAX_SPEC_BYTES, fix=fix)
+    if raw is None:
         raise UsageError(
-            f"spec file {path} does not exist; create one with "
+            f"spec file {named(path)} does not exist; create one with "
             "`builder init --preset NAME -o stack.yaml` or pass --preset NAME",
-            path=path,
-        ) from None
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read spec file {path}: {exc.strerror or 'not a regular file'}",
-            path=path,
-        ) from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise UsageError(
-            f"spec file {path} is larger than {MAX_SPEC_BYTES // 1024 // 1024} MiB; "
-            "a stack spec is a few dozen lines",
             path=path,
         )
     root = path.resolve().parent
@@ -135,7 +123,7 @@ def _validated(data: Any, lines: dict[Path_, int], source: str, root: Path | Non
     if root is not None and spec.image.requirements is not None:
         try:
             # A missing file is the renderer's to report: a hostfile needs none.
-            if requirements_path(root, spec.image.requirements).exists():
+            if file_status(requirements_path(root, spec.image.requirements)) is not None:
                 read_requirements(root, spec.image.requirements)
         except ValueError as exc:
             found.append(("image.requirements", str(exc)))
@@ -157,15 +145,22 @@ def requirements_path(root: Path, relative: str) -> Path:
         raise ValueError(
             f"{shown(relative)} is an absolute path; give a path relative to the spec's folder"
         )
-    folder = root.resolve()
-    path = (folder / relative).resolve()
+    if os.path.lexists(root / relative) and not (root / relative).exists():
+        raise ValueError(f"{shown(relative)} is a symlink to nothing; name the file itself")
+    try:
+        folder = root.resolve()
+        path = (folder / relative).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        raise ValueError(
+            f"{shown(relative)} leads into a symlink loop (a link that leads back to "
+            "itself); name the requirements file itself"
+        ) from None
     if not path.is_relative_to(folder):
         raise ValueError(
             f"{shown(relative)} is outside the spec's folder {folder} (after resolving "
             "symlinks); copy the file next to the spec"
         )
-    if path.exists() and not path.is_file():
-        raise ValueError(f"{path} is not a regular file; name a requirements.txt")
+    file_status(path, limit=MAX_REQUIREMENTS_BYTES)  # a folder, FIFO, device or loop
     return path
 
 
@@ -173,16 +168,11 @@ def read_requirements(root: Path, relative: str) -> str:
     """The text of the requirements file (see requirements_path), or a ValueError naming
     what is wrong: missing, unreadable, too large, not UTF-8 (with the line)."""
     path = requirements_path(root, relative)
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_REQUIREMENTS_BYTES + 1)
-    except OSError as exc:
+    raw = read_bytes(path, limit=MAX_REQUIREMENTS_BYTES)
+    if raw is None:
         raise ValueError(
-            f"cannot read {path} ({exc.strerror or exc}); the path is relative to the spec "
-            "file's folder"
-        ) from None
-    if len(raw) > MAX_REQUIREMENTS_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_REQUIREMENTS_BYTES // 1024} KiB")
+            f"cannot read {path}: no such file; the path is relative to the spec file's folder"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -214,6 +204,9 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         ) from None
     except yaml.YAMLError as exc:
         raise SpecError(source, [Problem("(yaml)", f"not valid YAML: {exc}")]) from None
+    except RecursionError:  # the pure-Python loader, where libyaml is missing
+        problem = Problem("(yaml)", f"nested deeper than {MAX_DEPTH} levels; a spec is a few")
+        raise SpecError(source, [problem]) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):

@@ -33,8 +33,11 @@ def _kind(name: str) -> tuple[int, str]:
 def stub_text() -> str:
     """builder/__init__.pyi, generated from builder._EXPORTS."""
     imports = sorted(
-        (target.partition(":")[0], target.partition(":")[2] or name, name)
-        for name, target in builder._EXPORTS.items()
+        (
+            (target.partition(":")[0], target.partition(":")[2] or name, name)
+            for name, target in builder._EXPORTS.items()
+        ),
+        key=lambda row: (row[0], _kind(row[1])),  # isort's order-by-type within a module
     )
     return "\n".join(
         [

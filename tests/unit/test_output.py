@@ -177,3 +177,84 @@ def test_paths_must_stay_inside(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a path inside"):
         write_files([OutputFile("../x", 0o644, "")], tmp_path / "out", force=True)
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("at", [1, 3])
+def test_ctrl_c_while_staging_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """Ctrl-C is no OSError: the temporary files and the folders made for them go too,
+    and the interrupt goes on to the caller."""
+    import os
+
+    out = tmp_path / "out"
+    out.mkdir()
+    real_fdopen = os.fdopen
+    calls: list[int] = []
+
+    def fdopen(fd: int, *args: object, **kwargs: object) -> object:
+        calls.append(fd)
+        if len(calls) == at:  # Ctrl-C while this file's text is being written
+            os.close(fd)
+            raise KeyboardInterrupt
+        return real_fdopen(fd, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builder.output.os.fdopen", fdopen)
+    with pytest.raises(KeyboardInterrupt):
+        write_files(FILES, out, force=False)
+    assert list(out.rglob("*")) == []  # no .*.tmp, and rootfs/ made for one is gone
+
+
+def test_ctrl_c_before_the_renames_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path as RealPath
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "Dockerfile").write_text("old\n")
+
+    def replace(self: Path, target: Path) -> Path:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RealPath, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        write_files(FILES, out, force=True)
+    assert sorted(p.name for p in out.rglob("*")) == ["Dockerfile"]
+    assert (out / "Dockerfile").read_text() == "old\n"
+
+
+def test_ctrl_c_during_render_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from builder.cli import app
+
+    real = write_files.__globals__["_stage"]
+    staged: list[object] = []
+
+    def stage(target: object) -> Path:
+        staged.append(target)
+        if len(staged) == 2:
+            raise KeyboardInterrupt
+        return real(target)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr("builder.output._stage", stage)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["render", "--preset", "cpu-deepspeed", "-o", "out"])
+    assert result.exit_code != 0
+    assert len(staged) == 2
+    assert [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("links", [{"out": "out"}, {"out": "other", "other": "out"}])
+def test_an_output_folder_in_a_symlink_loop_is_a_usage_error(
+    tmp_path: Path, links: dict[str, str]
+) -> None:
+    for name, target in links.items():
+        (tmp_path / name).symlink_to(target)
+    with pytest.raises(UsageError, match="leads back to itself"):
+        write_files(FILES, tmp_path / "out", force=True)
+    with pytest.raises(UsageError, match="leads back to itself"):
+        write_files(FILES, tmp_path / "out" / "inner", force=True)
