@@ -149,7 +149,7 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
         ("memory_gbps", "memory copy", "GB/s"),
     ):
         rates += _stragglers(ordered, metric, what, unit, expected.threshold)
-    rates += _links(ordered, expected.threshold)
+    rates += _links(ordered, expected.threshold, {f.node for f in rates if f.node})
     if not expected.rates_judged:
         rates = [replace(f, severity="warn") for f in rates]
     findings += rates
@@ -323,11 +323,12 @@ def _stragglers(
     return found
 
 
-def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
+def _links(rows: list[NodeRow], threshold: float, stragglers: set[str]) -> list[Finding]:
     """Slow links. A node's out rate is what the next node received from it, its in rate
     what it received from the one before. A link slow both ways makes two neighbours'
     rates slow too: the node slow both ways is named, and a node slow to send is named
-    unless the node it sends to is one slow both ways."""
+    unless the node it sends to is one slow both ways, or a straggler (slow to compute
+    or copy memory: it cannot take in what it is sent) while the sender is not."""
     measured = [row for row in rows if row.out_gbps is not None and row.in_gbps is not None]
     if len(measured) < 2:
         return []
@@ -342,6 +343,8 @@ def _links(rows: list[NodeRow], threshold: float) -> list[Finding]:
     for index, row in enumerate(measured):
         receiver = measured[(index + 1) % len(measured)].node
         if not sends[row.node] or (row.node not in both and receiver in both):
+            continue
+        if receiver in stragglers and row.node not in stragglers:
             continue
         others = statistics.median(r.out_gbps or 0.0 for r in measured if r is not row)
         way = "both ways" if row.node in both else f"sending to {receiver}"

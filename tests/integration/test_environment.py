@@ -24,7 +24,6 @@ from builder.engine.build import build_image
 from builder.errors import BuildError
 from builder.fingerprint.compare import differences
 from builder.fingerprint.sources import of_container, of_image
-from builder.lock.apply import with_lock
 from builder.lock.file import lock_path
 from builder.resolved import resolve
 from builder.spec.loader import load_spec
@@ -60,11 +59,10 @@ def locked_stack(
 def build_locked(
     spec: Path, inputs: BuildInputs, engine: Engine, tag: str, *, nocache: bool
 ) -> str:
-    stack = load_spec(spec)
-    locked = with_lock(stack, inputs, spec, engine)
-    assert locked.lock is not None
+    resolved = resolve(load_spec(spec), inputs, lock_of=spec, engine=engine)
+    assert resolved.inputs.lock is not None
     reference = f"builder-test/locked:{tag}"
-    build_image(resolve(stack, locked), reference=reference, engine=engine, nocache=nocache)
+    build_image(resolved, reference=reference, engine=engine, nocache=nocache)
     return reference
 
 
