@@ -4,15 +4,20 @@ the transport a collective library must use over it.
 Without the RDMA userspace in the image, NCCL finds no verbs library, logs ``NET/IB :
 No device found`` and runs over TCP sockets, often ten times slower on a
 200-400 Gb/s fabric, without an error. So a fabric puts its userspace in the
-final image (infiniband and roce: the distribution's rdma-core libraries and
-providers) and names its transport (``net``), which a library with a net
-variable (NCCL_NET) must then use, failing at init instead of falling back to
-sockets. What a library needs beyond that on a fabric (EFA: AWS's libfabric
-with the aws-ofi-nccl plugin under NCCL, Habana's hccl_ofi_wrapper under HCCL)
-is the library's own (``builder.collectives``). Containers get the devices,
-IPC_LOCK and unlimited locked memory that registering RDMA buffers needs;
-Apptainer binds the host's /dev and keeps the caller's limits, so it needs no
-flag (the batch script checks the limit).
+final image (infiniband and roce: the verbs libraries and providers of rdma-core)
+and names its transport (``net``), which a library with a net variable (NCCL_NET)
+must then use, failing at init instead of falling back to sockets. What a library
+needs beyond that on a fabric (EFA: AWS's libfabric with the aws-ofi-nccl plugin
+under NCCL; host NICs under HCCL: libfabric with the verbs provider and Habana's
+hccl_ofi_wrapper) is the library's own (``builder.collectives``). Containers get
+the devices, IPC_LOCK and unlimited locked memory that registering RDMA buffers
+needs; Apptainer binds the host's /dev and keeps the caller's limits, so it needs
+no flag (the batch script checks the limit).
+
+A framework base (NGC's PyTorch images, Habana's) carries its own rdma-core,
+libfabric, NCCL plugin and MPI. What a base may carry is a ``Userspace``: on such
+a base the build looks for it first and installs nothing over it
+(``builder.image.steps``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,53 @@ NONE = "none"
 # libraries NCCL, RCCL, UCX and OpenMPI open at run time, the user-space drivers of the
 # HCAs (mlx5, ...), and ibv_devices/ibv_devinfo to see them.
 RDMA_PACKAGES = ("ibverbs-providers", "ibverbs-utils", "libibverbs1", "librdmacm1")
+
+
+def loader_knows(soname: str) -> str:
+    """A POSIX sh test: the dynamic loader's cache lists soname (where a base's own build
+    of a library is found, whether a package installed it or not). grep reads it all: with
+    -q it would stop at the first match, and under pipefail (the Dockerfile's shell)
+    ldconfig's SIGPIPE would fail the test."""
+    pattern = soname.replace(".", "\\.")
+    return f"ldconfig -p | grep '{pattern} ' >/dev/null"
+
+
+@dataclass(frozen=True)
+class Userspace:
+    """A stack a fabric (or OpenMPI) needs that a framework base may carry already.
+
+    On a base builder knows (the platform's own default), ``packages`` join the OS
+    packages and ``install`` runs. On a framework base the build first tests each of
+    ``signs``: all there, it installs nothing (and runs ``adopt``); none there, it
+    installs; some there, it fails, naming them, rather than put a second copy beside
+    part of the base's.
+    """
+
+    what: str
+    """What it is, for the step's comment and messages: "the verbs libraries (rdma-core)"."""
+    signs: tuple[tuple[str, str], ...]
+    """(what is looked for, a POSIX sh test that succeeds when the base has it)."""
+    packages: tuple[str, ...] = ()
+    """Distribution packages that install it."""
+    install: tuple[str, ...] = ()
+    """Commands that install it where no distribution package does (after the packages)."""
+    adopt: tuple[str, ...] = ()
+    """Commands that make a base's own copy usable (its plugin made loadable)."""
+    instead: str = ""
+    """What to do when a base has part of it (the end of the failure's message)."""
+
+
+VERBS = Userspace(
+    "the verbs libraries (rdma-core)",
+    signs=(
+        ("libibverbs.so.1", loader_knows("libibverbs.so.1")),
+        ("librdmacm.so.1", loader_knows("librdmacm.so.1")),
+    ),
+    packages=RDMA_PACKAGES,
+    instead="give the base both libraries, or use a base with none",
+)
+"""The verbs and RDMA CM libraries with their providers: NGC's images carry rdma-core
+(56.0 in the 26.03 PyTorch release), Habana's the one AWS's EFA installer brings."""
 RDMA_DOCKER_FLAGS = (
     "--device",
     "/dev/infiniband",
@@ -43,7 +95,7 @@ class Fabric:
 
     name: str
     summary: str
-    packages: tuple[str, ...] = ()
+    userspace: tuple[Userspace, ...] = ()
     docker_flags: tuple[str, ...] = ()
     net: str | None = None
     """The transport a library's net variable names on it (NCCL_NET=IB): no silent sockets."""
@@ -54,11 +106,13 @@ class Fabric:
 class FabricUse:
     """What one collective library needs over one fabric (``Collective.over``)."""
 
-    packages: tuple[str, ...]
-    """Distribution packages of the final image."""
+    packages: tuple[str, ...] = ()
+    """Distribution packages of the final image (tools the install commands use)."""
     install: tuple[str, ...] = ()
-    """Commands (as root, after the OS packages) that install what no distribution
-    package has."""
+    """Commands (as root, after the OS packages and the userspace) that install what no
+    distribution package has."""
+    userspace: tuple[Userspace, ...] = ()
+    """What it needs that a framework base may carry already (``Userspace``)."""
     docker_flags: tuple[str, ...] = ()
     """`docker run` flags a node's container needs."""
     env: dict[str, str] = field(default_factory=dict)
@@ -72,7 +126,7 @@ FABRICS: dict[str, Fabric] = {
         Fabric(
             "infiniband",
             "InfiniBand HCAs through the verbs library",
-            RDMA_PACKAGES,
+            (VERBS,),
             RDMA_DOCKER_FLAGS,
             net="IB",
             needs_memlock=True,
@@ -80,13 +134,13 @@ FABRICS: dict[str, Fabric] = {
         Fabric(
             "roce",
             "RDMA over Converged Ethernet through the same verbs library",
-            RDMA_PACKAGES,
+            (VERBS,),
             RDMA_DOCKER_FLAGS,
             net="IB",  # NCCL's IB transport drives RoCE NICs too
             needs_memlock=True,
         ),
-        # CUDA (NCCL) on P4/P5 instances, Gaudi (HCCL) on DL1: each library brings its
-        # own EFA userspace and flags
+        # CUDA (NCCL) on P4/P5 instances, first-gen Gaudi (HCCL) on DL1: each library
+        # brings its own EFA userspace and flags
         Fabric("efa", "AWS Elastic Fabric Adapter", needs_memlock=True),
     )
 }

@@ -67,7 +67,7 @@ class Collective:
         env = {}
         if self.net_variable is not None and fabric.net is not None:
             env[self.net_variable] = fabric.net
-        return FabricUse(fabric.packages, (), fabric.docker_flags, env)
+        return FabricUse(userspace=fabric.userspace, docker_flags=fabric.docker_flags, env=env)
 
     def collector_entry(self) -> dict[str, object]:
         """What the fingerprint collector (payload/collect.py) is told of this library."""

@@ -5,6 +5,14 @@ On EFA, AWS's installer for containers (docs.aws.amazon.com/AWSEC2/latest/UserGu
 efa-installer-containers.html) puts libfabric in /opt/amazon/efa, its own rdma-core,
 and the aws-ofi-nccl plugin in /opt/amazon/ofi-nccl. 1.51.0 (October 2026) bundles
 aws-ofi-nccl 1.22.0 and libfabric 2.7.0amzn2.0 (AWS's EFA installer release notes).
+
+A framework base may carry that stack already: NVIDIA's PyTorch 26.03 release notes
+list AWS OFI NCCL 1.17.0 and rdma-core 56.0 inside (libfabric in /opt/amazon/efa, the
+plugin in /opt/amazon/aws-ofi-nccl); later NGC images keep libfabric but no longer
+ship the plugin (NVIDIA-NeMo/Megatron-Bridge#5033). The installer is run only on a
+base with none of it; a base with all of it is used as it is; a base with part of
+it fails the build (``EFA_STACK``).
+
 Its version in a fingerprint: the nvidia-nccl wheel torch brings, else libnccl.so.
 """
 
@@ -13,12 +21,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from builder.collectives.base import Collective
-from builder.fabrics import NONE, RDMA_DOCKER_FLAGS, Fabric, FabricUse
+from builder.fabrics import (
+    NONE,
+    RDMA_DOCKER_FLAGS,
+    Fabric,
+    FabricUse,
+    Userspace,
+    loader_knows,
+)
 
 EFA = "efa"
 EFA_INSTALLER = "1.51.0"
 EFA_URL = f"https://efa-installer.amazonaws.com/aws-efa-installer-{EFA_INSTALLER}.tar.gz"
 EFA_LIBFABRIC = "/opt/amazon/efa"
+PLUGIN_LINK = "/opt/builder/ofi-nccl"
+"""Where a base's own plugin is linked under the name NCCL_NET_PLUGIN=ofi opens."""
+FIND_PLUGIN = (
+    "find /opt/amazon /opt/aws-ofi-nccl \\( -name libnccl-net-ofi.so -o -name libnccl-net.so \\)"
+    " 2>/dev/null | sort | sed -n 1p"
+)
+"""The aws-ofi-nccl plugin of a base: AWS's and NGC's places for it (/opt/amazon/ofi-nccl,
+/opt/amazon/aws-ofi-nccl, /opt/aws-ofi-nccl), not HPC-X's SHARP plugin (/opt/hpcx),
+which is also a libnccl-net.so."""
 
 
 def efa_install() -> tuple[str, ...]:
@@ -42,6 +66,42 @@ def efa_install() -> tuple[str, ...]:
     )
 
 
+def adopt_plugin() -> tuple[str, ...]:
+    """A base's own plugin and libfabric made loadable, the plugin under the name
+    NCCL_NET_PLUGIN=ofi opens (aws-ofi-nccl installs libnccl-net.so, libnccl-net-ofi.so
+    or both, by release), nothing of the base's changed."""
+    link = f"{PLUGIN_LINK}/libnccl-net-ofi.so"
+    return (
+        f"plugin=$({FIND_PLUGIN})",
+        f"mkdir -p {PLUGIN_LINK}",
+        f'ln -sf "$plugin" {link}',
+        f'{{ echo {PLUGIN_LINK}; dirname "$plugin"; [ ! -d {EFA_LIBFABRIC}/lib ]'
+        f" || echo {EFA_LIBFABRIC}/lib; }} > /etc/ld.so.conf.d/builder-ofi-nccl.conf",
+        "ldconfig",
+    )
+
+
+EFA_STACK = Userspace(
+    "the EFA userspace (libfabric, rdma-core and the aws-ofi-nccl plugin)",
+    signs=(
+        (
+            "libfabric.so.1",
+            f"{{ {loader_knows('libfabric.so.1')} || [ -e {EFA_LIBFABRIC}/lib/libfabric.so.1 ]; }}",
+        ),
+        ("aws-ofi-nccl", f'[ -n "$({FIND_PLUGIN})" ]'),
+        ("libibverbs.so.1", loader_knows("libibverbs.so.1")),
+    ),
+    install=efa_install(),
+    adopt=adopt_plugin(),
+    instead=(
+        "the EFA installer of AWS would put its own libfabric and rdma-core beside those "
+        "of the base; use a base with all three (NGC PyTorch 26.03 lists AWS OFI NCCL "
+        "1.17.0), or build aws-ofi-nccl against the libfabric of the base in a base of "
+        "your own"
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Nccl(Collective):
     """NCCL, and the libraries that are NCCL under another name (RCCL)."""
@@ -53,7 +113,12 @@ class Nccl(Collective):
         # plugin's NCCL name since aws-ofi-nccl 1.12 (src/nccl_ofi_interface_nvidia.cpp):
         # NCCL fails at init rather than fall back to its own transports.
         env = {"NCCL_NET": "Libfabric", "NCCL_NET_PLUGIN": "ofi"}
-        return FabricUse(("curl",), efa_install(), RDMA_DOCKER_FLAGS, env)
+        return FabricUse(
+            packages=("curl",),
+            userspace=(EFA_STACK,),
+            docker_flags=RDMA_DOCKER_FLAGS,
+            env=env,
+        )
 
 
 COLLECTIVE = Nccl(

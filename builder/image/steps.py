@@ -16,6 +16,7 @@ from builder.image.inputs import check_index_url
 from builder.image.tools import COMPILERS, INSTALLED
 
 if TYPE_CHECKING:
+    from builder.fabrics import Userspace
     from builder.image.inputs import BuildInputs
     from builder.platforms.base import ResolvedImage
     from builder.resolved import Resolved
@@ -109,8 +110,20 @@ def apt_install(packages: list[str], *, ca_file: str | None = None) -> tuple[str
     )
 
 
+def userspaces(stack: Resolved) -> tuple[Userspace, ...]:
+    """What the fabric and the launchers' tools need that a framework base may carry
+    already: its rdma-core, libfabric and NCCL plugin, its MPI."""
+    found = list(stack.network.userspace)
+    for tool in INSTALLED:
+        userspace = tool.userspace(stack.platform) if tool.present(stack.spec.image) else None
+        if userspace is not None:
+            found.append(userspace)
+    return tuple(found)
+
+
 def apt_packages(stack: Resolved) -> list[str]:
-    """The OS packages of the image, sorted."""
+    """The OS packages of the image, sorted. On a framework base, those of a userspace the
+    base may carry are left to a step of their own that looks for it first."""
     image, resolved = stack.spec.image, stack.image
     packages = {"ca-certificates", "python3", "python3-venv", *resolved.system_packages}
     if resolved.deepspeed:
@@ -123,8 +136,40 @@ def apt_packages(stack: Resolved) -> list[str]:
         if tool.present(image):
             packages |= set(tool.packages(stack.platform))
     packages |= set(stack.network.packages)
+    looked_for = {name for userspace in userspaces(stack) for name in userspace.packages}
+    if resolved.framework_base:
+        packages -= looked_for
+    else:
+        packages |= looked_for
     packages |= set(image.apt)
     return sorted(packages)
+
+
+def kept_or_installed(userspace: Userspace, *, ca_file: str | None = None) -> Step:
+    """One step that looks for userspace in the base before installing it (POSIX sh, for
+    the Dockerfile's bash and the .def's sh alike): all of its signs there, nothing is
+    installed; none, it is installed; some, the build stops and says which, rather than
+    put a second copy beside part of the base's. One command: its ``;`` would not hold
+    inside a ``&&`` chain."""
+    lines = ['have=""; lack=""']
+    for name, test in userspace.signs:
+        word = shlex.quote(f" {name}")
+        lines.append(f'if {test}; then have="$have"{word}; else lack="$lack"{word}; fi')
+    found = f"echo {shlex.quote(f'{userspace.what}: the base has')}\"$have\"'; none installed'"
+    kept = " &&\n".join((found, *userspace.adopt))
+    install = apt_install(sorted(userspace.packages), ca_file=ca_file) if userspace.packages else ()
+    install += userspace.install
+    partial = (
+        f'echo {shlex.quote(f"{userspace.what}: the base has")}"$have"'
+        f'{shlex.quote(" but not")}"$lack"{shlex.quote(f"; {userspace.instead}")} >&2'
+    )
+    lines += [
+        f'if [ -z "$lack" ]; then {kept}' + (" || exit 1" if userspace.adopt else ""),
+        f'elif [ -n "$have" ]; then {partial}; exit 1',
+        "else " + " &&\n".join(install) + " || exit 1",
+        "fi",
+    ]
+    return Step(f"{userspace.what}, unless the base has it", (";\n".join(lines),))
 
 
 def system_steps(stack: Resolved) -> list[Step]:
@@ -145,9 +190,15 @@ def system_steps(stack: Resolved) -> list[Step]:
     note = " (the build's CA is trusted in the image: --trust-ca)" if trust else ""
     note += " (versions from the lock)" if inputs.lock is not None else ""
     steps = [Step(f"OS packages{note}", tuple(install), copies=copies)]
-    network = stack.fabric
-    if stack.network.install:
-        steps.append(Step(f"the fabric ({network.name}): {network.summary}", stack.network.install))
+    network, looked_for = stack.fabric, userspaces(stack)
+    fabric_install = stack.network.install
+    if stack.image.framework_base:
+        ca_file = TRUSTED_CA if trust else None
+        steps += [kept_or_installed(userspace, ca_file=ca_file) for userspace in looked_for]
+    else:
+        fabric_install = (*(c for u in looked_for for c in u.install), *fabric_install)
+    if fabric_install:
+        steps.append(Step(f"the fabric ({network.name}): {network.summary}", fabric_install))
     user, workdir = image.user, shlex.quote(image.workdir)
     if user.name != "root":
         steps.append(

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from builder.fabrics import Userspace
+
 if TYPE_CHECKING:
     from builder.platforms.base import Platform
     from builder.spec.records import ImageSpec
@@ -47,6 +49,11 @@ class ImageTool:
         """The OS packages of the final image it needs on platform."""
         return self.os_packages
 
+    def userspace(self, platform: Platform) -> Userspace | None:  # noqa: ARG002
+        """Of those, what a framework base may carry already (an MPI), which the build
+        looks for there before installing it."""
+        return None
+
     def pip_step(self, pip: str) -> tuple[str, tuple[str, ...]] | None:  # noqa: ARG002
         """A Python-stage step (what it does, its commands) it needs, if any."""
         return None
@@ -59,6 +66,22 @@ class OpenMpi(ImageTool):
 
     def packages(self, platform: Platform) -> tuple[str, ...]:
         return (*platform.openmpi_packages, *COMPILERS)
+
+    def userspace(self, platform: Platform) -> Userspace | None:
+        # NGC's images carry HPC-X's OpenMPI (HPC-X 2.26 in 26.03) on PATH: the
+        # distribution's beside it would shadow one mpirun with another
+        if not platform.openmpi_packages:
+            return None
+        return Userspace(
+            "an MPI (mpirun, and mpicc for mpi4py)",
+            signs=(
+                ("mpirun", "command -v mpirun >/dev/null"),
+                ("mpicc", 'command -v "${MPICC:-mpicc}" >/dev/null'),
+            ),
+            packages=platform.openmpi_packages,
+            instead="mpi4py is compiled with the mpicc of the base: give the base the "
+            "compiler wrapper of its MPI (or set MPICC to it)",
+        )
 
     def pip_step(self, pip: str) -> tuple[str, tuple[str, ...]] | None:
         return (

@@ -81,6 +81,13 @@ class ResolvedImage:
     """Variables of DeepSpeed's install that build the ops (DS_BUILD_*, DS_ACCELERATOR, the
     architectures)."""
 
+    @property
+    def framework_base(self) -> bool:
+        """The base is a framework image (NGC's PyTorch, Habana's): it brings torch, and
+        may bring its own rdma-core, libfabric, NCCL plugin and MPI, which the build looks
+        for before it installs any (``builder.fabrics.Userspace``)."""
+        return self.torch is None
+
 
 class Platform:
     """A plain CPU machine; every accelerator's module subclasses this."""

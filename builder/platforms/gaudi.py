@@ -24,19 +24,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GaudiRelease:
-    """An Intel Gaudi SynapseAI release: the torch its base image ships, its OSes."""
+    """An Intel Gaudi SynapseAI release: the torch its base image ships, its OSes, and
+    whether it still runs the first-gen Gaudi of AWS's DL1 instances."""
 
     torch: str
     oses: tuple[str, ...] = ("ubuntu22.04",)
+    first_gen: bool = False
 
 
 # Habana's pytorch-installer images (Support Matrix, Setup_and_Install common.mk).
-# Each release has a HabanaAI/DeepSpeed tag of the same name.
+# Each release has a HabanaAI/DeepSpeed tag of the same name. The Support Matrix lists
+# first-gen Gaudi up to 1.21.0; from 1.22.0 on it lists Gaudi 2 and Gaudi 3 only.
 GAUDI_RELEASES: dict[str, GaudiRelease] = {
-    "1.18.0": GaudiRelease(torch="2.4.0"),
-    "1.19.0": GaudiRelease(torch="2.5.1"),
-    "1.20.0": GaudiRelease(torch="2.6.0"),
-    "1.21.0": GaudiRelease(torch="2.6.0"),
+    "1.18.0": GaudiRelease(torch="2.4.0", first_gen=True),
+    "1.19.0": GaudiRelease(torch="2.5.1", first_gen=True),
+    "1.20.0": GaudiRelease(torch="2.6.0", first_gen=True),
+    "1.21.0": GaudiRelease(torch="2.6.0", first_gen=True),
     "1.22.0": GaudiRelease(torch="2.7.1", oses=("ubuntu22.04", "ubuntu24.04")),
     "1.23.0": GaudiRelease(torch="2.9.0", oses=("ubuntu22.04", "ubuntu24.04")),
 }
@@ -158,6 +161,17 @@ class Gaudi(Platform):
             )
         if image.torch_index:
             problems.append(("image.torch_index", "Gaudi uses the base image's torch; remove it"))
+        # AWS's fabric, which among Gaudi machines only DL1 (first-gen Gaudi) has
+        if image.fabric == hccl.EFA and not release.first_gen:
+            problems.append(
+                (
+                    "image.fabric",
+                    f"efa is AWS DL1's fabric, whose first-gen Gaudi SynapseAI {synapse} no "
+                    "longer supports (Habana's Support Matrix lists it up to 1.21.0): use "
+                    'synapse: "1.21.0" on DL1; on Gaudi 2 and Gaudi 3 use none (the Gaudi '
+                    "NICs) or roce/infiniband (the host's NICs)",
+                )
+            )
         if image.deepspeed and image.deepspeed != synapse:
             problems.append(
                 (

@@ -284,13 +284,22 @@ class ImageSpec:
         "none",
         choices=lambda: FABRICS,
         description=(
-            "The network between the nodes: none (TCP sockets), infiniband or roce (the "
-            "RDMA userspace in the image, the devices and locked memory at launch, "
-            "NCCL_NET=IB so that NCCL fails rather than fall back to sockets)."
+            "The network between the nodes: none (TCP sockets; gaudi: the Gaudi NICs' own "
+            "RoCE ports), infiniband or roce (the RDMA userspace in the image unless a "
+            "framework base has it, the devices and locked memory at launch; cuda and "
+            "rocm: NCCL_NET=IB so that NCCL fails rather than fall back to sockets; gaudi: "
+            "HCCL over the host's NICs through libfabric's verbs), or efa (AWS: cuda on "
+            "P4/P5, gaudi on DL1 with synapse <= 1.21.0)."
         ),
     )
     pdsh: bool = field(True, description="Install pdsh (DeepSpeed's default multi-node launcher).")
-    openmpi: bool = field(False, description="Install OpenMPI (for mpirun launches).")
+    openmpi: bool = field(
+        False,
+        description=(
+            "Install OpenMPI (for mpirun launches); on a framework base, the base's own MPI "
+            "if it has one."
+        ),
+    )
     user: User = field(default_factory=User)
     workdir: str = field(
         "/workspace",

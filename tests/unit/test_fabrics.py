@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.cluster.dsenv import dsenv_for
+from builder.collectives import hccl
 from builder.fabrics import FABRICS, RDMA_PACKAGES
 from builder.image.recipe import _hashed_image, image_recipe
 from builder.image.steps import apt_packages
@@ -36,11 +37,16 @@ PRESETS = {
 }
 
 
+DL1 = "1.21.0"
+"""The last SynapseAI release that runs DL1's first-gen Gaudi, the only Gaudi with EFA."""
+
+
 def with_fabric(accelerator: str, fabric: str, **launch: Any) -> Spec:
     spec = load_preset(PRESETS[accelerator]).spec
-    return replace(
-        spec, image=replace(spec.image, fabric=fabric), launch=replace(spec.launch, **launch)
-    )
+    image = replace(spec.image, fabric=fabric)
+    if accelerator == "gaudi" and fabric == "efa":
+        image = replace(image, versions={**image.versions, "synapse": DL1}, deepspeed=DL1)
+    return replace(spec, image=image, launch=replace(spec.launch, **launch))
 
 
 def start_argv(spec: Spec) -> list[str]:
@@ -100,6 +106,7 @@ def test_efa_on_cuda_installs_aws_pieces_and_no_distribution_verbs() -> None:
 
 def test_efa_on_gaudi_builds_habanas_wrapper_and_runs_privileged() -> None:
     spec = with_fabric("gaudi", "efa", socket_ifname="ens32")
+    assert check_spec(spec) == []
     recipe = image_recipe(resolve(Stack(spec, "test", None, None)))
     (step,) = [s for s in recipe.system if "efa" in s.comment]
     (command,) = step.commands
@@ -109,11 +116,73 @@ def test_efa_on_gaudi_builds_habanas_wrapper_and_runs_privileged() -> None:
         'make -C /tmp/hccl_ofi_wrapper LIBFABRIC_ROOT="${LIBFABRIC_ROOT:-/opt/amazon/efa}"'
         in command
     )
-    assert "git -C /tmp/hccl_ofi_wrapper checkout " in command
+    # the wrapper's latest commit (its plugin version 1.2), not its second one of 2021
+    assert f"git -C /tmp/hccl_ofi_wrapper checkout {hccl.WRAPPER}" in command
+    assert hccl.WRAPPER.startswith("bea1d6f")
+    # under the .def's `set -e` a failing `&&` list inside `if` would not stop the build
+    assert command.endswith(" || exit 1; fi")
     env = resolve(spec).run_environment()
     assert env["HCCL_OVER_OFI"] == "1"
     assert env["HCCL_SOCKET_IFNAME"] == "ens32"
     assert "--privileged" in start_argv(spec)
+
+
+@pytest.mark.parametrize("synapse", ["1.22.0", "1.23.0"])
+def test_efa_on_gaudi_is_refused_where_synapseai_has_no_first_gen_gaudi(synapse: str) -> None:
+    """DL1 is AWS's only Gaudi machine, with first-gen Gaudi; Habana's Support Matrix
+    lists it up to 1.21.0 and Gaudi 2 and Gaudi 3 only from 1.22.0 on."""
+    spec = load_preset("gaudi-deepspeed").spec
+    image = replace(spec.image, fabric="efa", versions={"synapse": synapse}, deepspeed=synapse)
+    problems = dict(check_spec(replace(spec, image=image)))
+    assert "DL1" in problems["image.fabric"]
+    assert "first-gen Gaudi" in problems["image.fabric"]
+    assert "roce" in problems["image.fabric"]
+    assert set(problems) == {"image.fabric"}
+
+
+@pytest.mark.parametrize("fabric", ["roce", "infiniband"])
+def test_host_nics_on_gaudi_build_libfabric_with_verbs_and_the_wrapper_against_it(
+    fabric: str,
+) -> None:
+    """Habana's host-NIC scale-out (Gaudi 2 and Gaudi 3): libfabric >= 1.20 with verbs,
+    configured --with-synapseai for Gaudi Direct, and hccl_ofi_wrapper built against it."""
+    spec = with_fabric("gaudi", fabric, socket_ifname="ens1f0np0")
+    assert check_spec(spec) == []
+    stack = resolve(Stack(spec, "test", None, None))
+    recipe = image_recipe(stack)
+    (step,) = [s for s in recipe.system if s.comment.startswith(f"the fabric ({fabric})")]
+    text = "\n".join(step.commands)
+    assert f"libfabric-{hccl.LIBFABRIC}.tar.bz2" in text
+    assert tuple(int(x) for x in hccl.LIBFABRIC.split(".")) >= (1, 20, 0)
+    assert (
+        "./configure --prefix=/opt/builder/libfabric --enable-verbs --with-synapseai=/usr" in text
+    )
+    assert (
+        "make -C /tmp/hccl_ofi_wrapper LIBFABRIC_ROOT=/opt/builder/libfabric "
+        'CC="g++ -Wl,--disable-new-dtags,-rpath,/opt/builder/libfabric/lib"' in text
+    )
+    assert "cp /tmp/hccl_ofi_wrapper/libhccl_ofi_wrapper.so /usr/lib/habanalabs/" in text
+    # the verbs userspace: Habana's base carries AWS's rdma-core, so the build looks first
+    (verbs,) = [s for s in recipe.system if s.comment.startswith("the verbs libraries")]
+    assert "/usr/include/infiniband/verbs.h" in verbs.commands[0]
+    assert not set(RDMA_PACKAGES) & set(apt_packages(stack))
+    env = stack.run_environment()
+    assert {k: env[k] for k in ("FI_PROVIDER", "MLX5_SCATTER_TO_CQE", "RDMAV_FORK_SAFE")} == {
+        "FI_PROVIDER": "verbs",
+        "MLX5_SCATTER_TO_CQE": "0",
+        "RDMAV_FORK_SAFE": "1",
+    }
+    # forcing host memory would turn Gaudi Direct off; and no NCCL variable on Gaudi
+    assert "HCCL_OVER_OFI" not in env
+    assert "NCCL_NET" not in env
+    assert env["HCCL_SOCKET_IFNAME"] == "ens1f0np0"
+    joined = " ".join(start_argv(spec))
+    assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1" in joined
+    assert "--privileged" not in joined
+    # DeepSpeed forwards no FI_/MLX5_/RDMAV_ variable itself: .deepspeed_env carries them
+    dsenv = dsenv_for(stack, {}, None)
+    assert "FI_PROVIDER=verbs" in dsenv
+    assert "MLX5_SCATTER_TO_CQE=0" in dsenv
 
 
 def test_no_fabric_changes_nothing_and_keeps_the_spec_hash() -> None:
