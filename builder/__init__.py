@@ -80,7 +80,7 @@ _EXPORTS: dict[str, str] = {
     "plan_warnings": "builder.launch.plan",
     "launcher_names": "builder.launch.launchers:names",
     "get_launcher": "builder.launch.launchers:get",
-    "RUNTIMES": "builder.launch.runtimes",
+    "runtime_names": "builder.launch.runtimes:names",
     "get_runtime": "builder.launch.runtimes:runtime",
     "sbatch_script": "builder.schedulers.slurm",
     "write_bundle": "builder.schedulers.ssh",

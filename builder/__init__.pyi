@@ -67,7 +67,7 @@ from builder.launch.plan import LaunchPlan as LaunchPlan
 from builder.launch.plan import launch_plan as launch_plan
 from builder.launch.plan import network_warnings as network_warnings
 from builder.launch.plan import plan_warnings as plan_warnings
-from builder.launch.runtimes import RUNTIMES as RUNTIMES
+from builder.launch.runtimes import names as runtime_names
 from builder.launch.runtimes import runtime as get_runtime
 from builder.launch.sif import APPTAINER_PROGRAMS as APPTAINER_PROGRAMS
 from builder.launch.sif import sif_build_argv as sif_build_argv
@@ -110,7 +110,6 @@ __all__ = [
     "MAX_HOSTFILE_BYTES",
     "MAX_REHEARSAL_NODES",
     "RENDER_FORMATS",
-    "RUNTIMES",
     "BuildInputs",
     "BuilderError",
     "ClusterError",
@@ -194,6 +193,7 @@ __all__ = [
     "render_dockerfile",
     "render_outputs",
     "resolve",
+    "runtime_names",
     "sarif_text",
     "sbatch_script",
     "ship_image",

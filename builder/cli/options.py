@@ -14,7 +14,6 @@ from typer._types import TyperChoice
 
 from builder import (
     RENDER_FORMATS,
-    RUNTIMES,
     OutputFile,
     Stack,
     check_input,
@@ -26,6 +25,7 @@ from builder import (
     pin_path,
     preset_names,
     resolve,
+    runtime_names,
     write_files,
 )
 from builder.errors import UsageError, shown
@@ -141,7 +141,9 @@ ImageOpt = Annotated[
 RuntimeOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
-        "--runtime", click_type=Choice(RUNTIMES), help="Container runtime (default: the spec's)."
+        "--runtime",
+        click_type=Choice(runtime_names()),
+        help="Container runtime (default: the spec's).",
     ),
 ]
 LauncherOpt = Annotated[

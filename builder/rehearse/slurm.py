@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from builder.contract import CLUSTER_DIR, REHEARSAL_BASE_LABEL
 from builder.engine.build import run_build
 from builder.errors import BuildError
-from builder.launch.runtimes import BARE
+from builder.launch.runtimes import none as bare
 from builder.output import OutputFile
 from builder.resolved import resolve
 from builder.schedulers.slurm import SCHEDULER, sbatch_script
@@ -132,7 +132,7 @@ class SlurmCluster:
         # the nodes are slurmd containers whose environment is the image: runtime none
         workload = resolve(
             replace(self.workload.resolved.stack, source="builder rehearse"),
-            runtime_name=BARE.name,
+            runtime_name=bare.RUNTIME.name,
             scheduler_name=SCHEDULER.name,
         )
         script = sbatch_script(workload, image=self.image, cluster_dir=CLUSTER_DIR)

@@ -27,7 +27,7 @@ from builder import platforms
 from builder.cluster.dsenv import dsenv_for
 from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
 from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
-from builder.launch.runtimes import DOCKER
+from builder.launch.runtimes import docker
 from builder.payload import payload_path
 from builder.rehearse.report import Expected
 from builder.resolved import resolve
@@ -102,7 +102,7 @@ def workload_of(
     launch = replace(
         launch,
         launcher=launcher.name,
-        runtime=DOCKER.name,
+        runtime=docker.RUNTIME.name,
         nodes=names,
         master_addr=None,
         code=code,

@@ -23,10 +23,9 @@ from builder import platforms
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
 from builder.errors import UsageError, shown
 from builder.fabrics import NAMES as FABRICS
-from builder.launch import launchers
+from builder.launch import launchers, runtimes
 from builder.launch.actions import bind_problem
 from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
-from builder.launch.runtimes import RUNTIMES
 from builder.launch.secrets import is_secret_name
 from builder.model import field, json_schema
 from builder.platforms.base import FROM_BASE, VERSION_PATTERN
@@ -346,7 +345,7 @@ class Slurm:
     )
     runtime: str = field(
         "apptainer",
-        choices=lambda: RUNTIMES,
+        choices=runtimes.names,
         description=(
             "Runtime of the batch script (`builder slurm --runtime` overrides): apptainer, "
             "singularity or none. Not launch.runtime: docker under srun escapes the job."
@@ -370,7 +369,7 @@ class LaunchSpec:
 
     launcher: str = field("deepspeed", choices=launchers.names, description="Launcher command.")
     runtime: str = field(
-        "docker", choices=lambda: RUNTIMES, description="Container runtime on the nodes."
+        "docker", choices=runtimes.names, description="Container runtime on the nodes."
     )
     nodes: tuple[str, ...] = field(
         ("node1", "node2"),

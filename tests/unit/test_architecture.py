@@ -10,8 +10,7 @@ from pathlib import Path
 
 from builder import platforms, schedulers
 from builder.fabrics import FABRICS
-from builder.launch import launchers
-from builder.launch.runtimes import RUNTIMES
+from builder.launch import launchers, runtimes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "builder"
 LAZY_ALLOWED = {"docker", "jinja2", "yaml", "rich", "dockerfile"}
@@ -131,8 +130,8 @@ def _home(name: str) -> str:
 def plugin_names() -> dict[str, set[str]]:
     """The names of every plug-in, by the module (or package) allowed to compare with them:
     platforms, launchers, collective libraries and schedulers (one module each), runtimes
-    (records of launch/runtimes.py). A runtime's "none" is also the fabric none, so it is
-    left out."""
+    and runtimes (one module each; a subclass's module owns its own name). A runtime's
+    "none" is also the fabric none, so it is left out."""
     homes: dict[str, set[str]] = {}
     for name in platforms.names():
         homes[f"builder.platforms.{name}"] = {name}
@@ -142,7 +141,8 @@ def plugin_names() -> dict[str, set[str]]:
         homes[f"builder.collectives.{library.name}"] = {library.name}
     for name in schedulers.names():
         homes[f"builder.schedulers.{name}"] = {name}
-    homes["builder.launch.runtimes"] = set(RUNTIMES) - set(FABRICS)
+    for run in runtimes.every():
+        homes[type(run).__module__] = {run.name} - set(FABRICS)
     homes["builder.image.context"] = {"docker", "apptainer"}  # the output formats' names
     return homes
 
@@ -230,8 +230,13 @@ def test_no_module_outside_a_plugin_looks_one_up_by_name() -> None:
     """Every command resolves the stack once (``builder.resolved``) and hands the objects
     down: a module that looks a platform, launcher, runtime, fabric or scheduler up by
     name again is a second resolve."""
-    homes = ("builder.platforms", "builder.launch.launchers", "builder.schedulers")
-    own = ("builder.launch.runtimes", "builder.fabrics")
+    homes = (
+        "builder.platforms",
+        "builder.launch.launchers",
+        "builder.launch.runtimes",
+        "builder.schedulers",
+    )
+    own = ("builder.fabrics",)
     offenders = [
         where
         for name, path in MODULES.items()

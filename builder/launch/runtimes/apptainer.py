@@ -1,0 +1,61 @@
+"""Apptainer: ``exec --cleanenv`` of the SIF with the platform's flags (``--nv``); host
+network and IPC are shared by default (what NCCL wants), and only what is passed gets
+in, as ``APPTAINERENV_NAME=value`` in the command's environment, which carries any
+value (``--env`` splits on commas). ``apptainer build x.sif docker-daemon://name:tag``
+needs an explicit tag."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from builder.launch.actions import ApptainerExec
+from builder.launch.runtimes.base import Runtime, Setup
+from builder.launch.secrets import SECRETS_SH
+from builder.launch.sif import sif_name
+
+if TYPE_CHECKING:
+    from builder.launch.actions import Env
+    from builder.launch.launchers.base import LauncherCommand
+
+
+class Apptainer(Runtime):
+    name = "apptainer"
+    pulls = False
+    not_shipped = (
+        "its nodes run a SIF file, not a docker image: build it once onto shared storage "
+        "(`builder sif IMAGE -o /shared/NAME.sif`) and set launch.sif to that path"
+    )
+
+    def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
+        return ApptainerExec(
+            program=self.name,
+            sif=setup.spec.launch.sif or sif_name(setup.image),
+            command=command.argv,
+            flags=setup.platform.apptainer_flags,
+            binds=setup.binds,
+            env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
+            env_file=setup.secret_file(SECRETS_SH),
+            workdir=setup.spec.image.workdir,
+        )
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
+        # the batch script exports the variables once (batch_env), for every task
+        return replace(self.run(setup, command), env=())
+
+    def batch_env(self, setup: Setup) -> Env:
+        prefix = ApptainerExec(self.name, "", ()).env_prefix
+        return tuple((f"{prefix}{key}", value) for key, value in setup.env)
+
+    def host_paths(self, setup: Setup) -> tuple[str, ...]:
+        sif = setup.spec.launch.sif
+        return (*setup.host_paths, sif) if sif else setup.host_paths
+
+    def where(self, setup: Setup) -> str:
+        return f"in {self.name} ({setup.spec.launch.sif or sif_name(setup.image)})"
+
+    def purpose(self, launcher: str) -> str:
+        return f"{launcher} in {self.name}"
+
+
+RUNTIME = Apptainer()

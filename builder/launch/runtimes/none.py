@@ -1,0 +1,58 @@
+"""Runtime none: the nodes' own environment is the image (a cluster whose nodes run it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from builder.launch.actions import HostCommand
+from builder.launch.runtimes.base import Runtime, Setup
+from builder.launch.secrets import SECRETS_SH
+
+if TYPE_CHECKING:
+    from builder.launch.launchers.base import LauncherCommand
+
+
+class Bare(Runtime):
+    """Runtime none: the nodes' own environment is the image (a cluster whose nodes run it)."""
+
+    name = "none"
+    serves_ssh = True
+    isolated = False
+    sessions_inherit = False
+    not_shipped = "its nodes run their own environment, not an image"
+
+    def cluster_path(self, cluster_dir: str) -> str:
+        return cluster_dir
+
+    def launcher_folder(self, setup: Setup) -> tuple[str, str] | None:
+        code = setup.spec.launch.code
+        return ("launch.code", code) if code else None
+
+    def exec(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        return self.run(setup, command)
+
+    def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        env = tuple(sorted({**dict(setup.env), **dict(command.env)}.items()))
+        secrets = setup.secret_file(SECRETS_SH)
+        code = setup.spec.launch.code
+        return HostCommand(command.argv, env, secrets, code, command.folder_chars)
+
+    def batch(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        # the batch script exports the run's environment once, for every task
+        return replace(self.run(setup, command), env=command.env)
+
+    def host_paths(self, setup: Setup) -> tuple[str, ...]:
+        launch = setup.spec.launch
+        script = setup.script_on_host() or (launch.script if launch.script[:1] == "/" else None)
+        folders = [path for path in (launch.code, launch.cache) if path]
+        return tuple(folders + ([script] if script else []))
+
+    def where(self, setup: Setup) -> str:  # noqa: ARG002
+        return "directly on the node (the image is its environment)"
+
+    def purpose(self, launcher: str) -> str:
+        return f"{launcher} (the same on every node)"
+
+
+RUNTIME = Bare()
