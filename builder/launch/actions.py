@@ -125,6 +125,9 @@ class ContainerStart:
     """An attached CLI passes the signals it gets on to the container's process."""
     env_file: str | None = None
     """The host's file of secret variables (``NAME=value`` lines, read by docker)."""
+    inherit: tuple[str, ...] = ()
+    """Variables passed in from the environment of whoever runs it, where set there (a
+    Slurm task's SLURM_PROCID, CUDA_VISIBLE_DEVICES): `--env NAME`."""
 
     def argv(self) -> list[str]:
         argv = ["docker", "run"]
@@ -150,6 +153,8 @@ class ContainerStart:
             argv += ["--env-file", self.env_file]
         for key, value in self.env:
             argv += ["--env", f"{key}={value}"]
+        for name in self.inherit:
+            argv += ["--env", name]
         return [*argv, self.image, *self.command]
 
 
@@ -185,6 +190,9 @@ class ApptainerExec:
     """The host's file of secret variables (shell syntax, evaluated by apptainer)."""
     workdir: str | None = None
     """Where the command starts (--pwd); apptainer's default is the host's own folder."""
+    inherit: tuple[str, ...] = ()
+    """Variables passed in from the environment of whoever runs it, where set there (a
+    Slurm task's SLURM_PROCID, CUDA_VISIBLE_DEVICES), which --cleanenv would drop."""
 
     @property
     def env_prefix(self) -> str:
@@ -201,7 +209,15 @@ class ApptainerExec:
             argv += ["--bind", bind.text()]
         if self.workdir is not None:
             argv += ["--pwd", self.workdir]
-        return [*argv, self.sif, *self.command]
+        argv = [*argv, self.sif, *self.command]
+        if not self.inherit:
+            return argv
+        # each set variable as PREFIX_NAME (the names are builder's: no value is pasted)
+        script = (
+            'while [ "$1" != -- ]; do eval "[ -z \\"\\${$1+x}\\" ] || export '
+            f'{self.env_prefix}$1=\\"\\$$1\\""; shift; done; shift; exec "$@"'
+        )
+        return ["sh", "-c", script, "inherit", *self.inherit, "--", *argv]
 
 
 @dataclass(frozen=True)

@@ -130,20 +130,39 @@ def plan_warnings(resolved: Resolved) -> list[str]:
 
 
 def supported() -> list[tuple[str, str]]:
-    """Every (runtime, launcher) pair a plan can be made for: launchers that reach the
-    nodes over ssh need a runtime whose nodes serve it."""
+    """Every (runtime, launcher) pair an ssh plan can be made for: launchers that reach
+    the nodes over ssh need a runtime whose nodes serve it; what only srun starts (the
+    srun launcher, pyxis) is a batch job's."""
     return [
         (run.name, launcher.name)
         for run in runtimes.every()
         for launcher in launchers.every()
-        if run.serves_ssh or not launcher.over_ssh
+        if (run.serves_ssh or not launcher.over_ssh) and not (run.srun_only or launcher.batch_only)
     ]
 
 
 def check_pair(resolved: Resolved) -> None:
-    """The runtime can run the launcher: one that reaches the nodes over ssh needs nodes
-    that serve it (checked where a run is planned; rendering and building need no run)."""
+    """The runtime can run the launcher in the scheduler's plan: over ssh, a launcher that
+    reaches the nodes over ssh needs nodes that serve it, and a runtime srun must start
+    cannot run (checked where a run is planned; rendering and building need no run)."""
     run, name = resolved.runtime, resolved.launcher.name
+    if resolved.scheduler.batch:
+        return  # srun starts every node's task: nothing is reached over ssh
+    if resolved.launcher.batch_only:
+        raise UsageError(
+            f"launcher {name!r} starts its ranks only as a Slurm job's tasks: use it with "
+            "`builder slurm`, or choose another launcher for an ssh plan",
+            field="--launcher",
+            value=name,
+        )
+    if run.srun_only:
+        raise UsageError(
+            f"runtime {run.name!r} runs only where srun starts it (its container is made by "
+            "srun's own options): use it with `builder slurm`, or choose docker, apptainer "
+            "or none for an ssh plan",
+            field="--runtime",
+            value=run.name,
+        )
     if (run.name, name) not in supported():
         pairs = [f"{r}+{n}" for r, n in supported()]
         raise UsageError(
@@ -202,6 +221,8 @@ class Placement:
     rdzv_id: str
     nnodes: str = ""
     endpoint: str = ""
+    batch: bool = False
+    """srun starts every node's task (a batch job): nothing is reached over ssh."""
 
 
 def prepare(
@@ -212,7 +233,7 @@ def prepare(
     setup = setup_of(resolved, image, cluster_dir)
     run, launcher = resolved.runtime, resolved.launcher
     cluster = run.cluster_path(cluster_dir)
-    inherit = run.sessions_inherit or not launcher.over_ssh
+    inherit = run.sessions_inherit or not launcher.over_ssh or placement.batch
     context = LaunchContext(
         spec=resolved.spec,
         nodes=placement.nodes,
@@ -223,6 +244,7 @@ def prepare(
         endpoint=placement.endpoint,
         env=setup.env,
         secrets=setup.secrets,
+        batch=placement.batch,
         folder=run.launcher_folder(setup),
         secrets_script=None if inherit or not setup.secrets else f"{cluster}/{SECRETS_SH}",
     )

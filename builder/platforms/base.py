@@ -106,6 +106,10 @@ class Platform:
     docker_flags: ClassVar[tuple[str, ...]] = ("--ipc", "host")
     """`docker run` flags a training container needs (host networking comes from the plan)."""
     apptainer_flags: ClassVar[tuple[str, ...]] = ()
+    device_variables: ClassVar[tuple[str, ...]] = ()
+    """What Slurm sets in a task for the devices the job was given (its GRES plugin): a
+    runtime that starts clean (apptainer --cleanenv) passes them in, where set, so that
+    a rank opens its own devices and not another job's."""
     gpus_per_slot: ClassVar[bool] = False
     """Slurm gets a GPU per slot unless launch.slurm.gpus_per_node says otherwise (0: none)."""
     stand_in: ClassVar[str] = "cpu"

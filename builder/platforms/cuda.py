@@ -127,6 +127,7 @@ class Cuda(WheelIndexedGpu):
     """NVIDIA GPUs."""
 
     name = "cuda"
+    device_variables = ("CUDA_VISIBLE_DEVICES",)  # Slurm's gpu/nvml
     version_keys = (
         Extra("cuda", "CUDA toolkit version (cuda only), e.g. 13.2.1.", VERSION_PATTERN),
     )

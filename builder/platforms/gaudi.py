@@ -80,6 +80,9 @@ class Gaudi(Platform):
     """Intel Gaudi accelerators (HPUs)."""
 
     name = "gaudi"
+    # Habana's Slurm fork (gpu/hlml) sets HABANA_VISIBLE_DEVICES; Habana's runtime selects
+    # modules by HABANA_VISIBLE_MODULES, which a site's prolog may set
+    device_variables = ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES")
     version_keys = (
         Extra("synapse", "Intel Gaudi SynapseAI release (gaudi only).", VERSION_PATTERN),
     )

@@ -106,6 +106,8 @@ class Rocm(WheelIndexedGpu):
     """AMD Instinct and Radeon GPUs."""
 
     name = "rocm"
+    # Slurm's gpu/rsmi sets ROCR_VISIBLE_DEVICES; a site or user may narrow with HIP's
+    device_variables = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     version_keys = (
         Extra("rocm", "ROCm release of the base (rocm only), e.g. 7.2.", VERSION_PATTERN),
     )

@@ -26,6 +26,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from builder.cluster.hostfile import hosts_from_nodes
+from builder.contract import JOB_HOSTFILE
 from builder.errors import Problem, SpecError, UsageError
 from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
@@ -141,11 +142,7 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
     launch, run, launcher = spec.launch, resolved.runtime, resolved.launcher
     if not launcher.batch:
         raise UsageError(
-            f"`builder slurm` writes one Slurm task per node, each running "
-            f"{BATCH_LAUNCHER.name}; launcher {launcher.name!r} is not supported in batch "
-            f"scripts. Pass --launcher {BATCH_LAUNCHER.name}: "
-            "DeepSpeed's engine takes its ranks from torchrun's RANK/LOCAL_RANK/WORLD_SIZE "
-            "(a script that requires --local_rank must read LOCAL_RANK instead)",
+            f"launcher {launcher.name!r} cannot run in a Slurm job: {launcher.batch_refusal}",
             field="--launcher",
             value=launcher.name,
         )
@@ -153,11 +150,12 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
     if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT)
+    placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT, batch=True)
     setup, command = prepare(resolved, image, cluster_dir, placement)
     action = run.batch(setup, command)
     exports = [*setup.env, *run.batch_env(setup)]
-    options = _options(resolved, nnodes)
+    tasks = launcher.tasks_per_node(launch.slots)
+    options = _options(resolved, nnodes, tasks)
     paths = run.host_paths(setup)
     checked = [*NODE_CHECK, *paths, "--"] if paths else []
     if resolved.fabric.needs_memlock and not run.outside_the_job:
@@ -169,11 +167,21 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             "cpus": str(launch.slurm.cpus_per_task),
             "header": _comment(HEADER.format(source=source)),
             "where": _comment(run.where(setup)),
+            "what": _comment(launcher.batch_task),
             "port": shell_word(str(launch.master_port)),
             "exports": [_assignment(key, value) for key, value in exports],
+            "tasks": str(tasks),
+            "slots": str(launch.slots),
+            "hostfile": _job_hostfile(cluster_dir) if launcher.batch_hostfile else "",
+            "srun_options": [shell_word(option) for option in run.srun_options(setup)],
             "command": shell_line([*checked, *action.argv()]),
         },
     )
+
+
+def _job_hostfile(cluster_dir: str) -> str:
+    """Where the script writes the job's hostfile (in the cluster folder on the host)."""
+    return shell_word(f"{cluster_dir}/{JOB_HOSTFILE}") + '"$SLURM_JOB_ID"'
 
 
 def shell_word(value: str) -> str:
@@ -219,7 +227,32 @@ def _option_problem(option: str, value: str | None) -> str | None:
     return None
 
 
-def _options(resolved: Resolved, nnodes: int) -> list[str]:
+OWNED = {
+    "job-name": "name",
+    "nodes": "launch.nodes",
+    "ntasks": "launch.slots and launch.launcher",
+    "ntasks-per-node": "launch.slots and launch.launcher",
+    "cpus-per-task": "launch.slurm.cpus_per_task",
+    "gpus": "launch.slurm.gpus_per_node",
+    "gpus-per-node": "launch.slurm.gpus_per_node",
+    "gres": "launch.slurm.gpus_per_node",
+    "gpus-per-task": "launch.slurm.gpus_per_task",
+    "gpu-bind": "launch.slurm.gpu_bind",
+    "exclusive": "launch.slurm.exclusive",
+    "mem": "launch.slurm.mem",
+    "partition": "launch.slurm.partition",
+    "account": "launch.slurm.account",
+    "time": "launch.slurm.time",
+    "output": "builder (the job's log)",
+    "error": "builder (the job's log)",
+    "chdir": "builder (the script names every path)",
+    "wrap": "builder (the script is the job)",
+}
+"""The #SBATCH options builder writes itself, and the field that sets each: launch.slurm.extra
+may not say them again (sbatch takes the last, silently)."""
+
+
+def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
     """Every #SBATCH line, each through sbatch_option; a value from the spec's fields is
     reported as a problem of the spec (source), builder's own as a usage error."""
     spec, source, platform = resolved.spec, resolved.stack.source, resolved.platform
@@ -227,7 +260,7 @@ def _options(resolved: Resolved, nnodes: int) -> list[str]:
     lines = [
         sbatch_option("job-name", spec.name, "name", source),
         sbatch_option("nodes", str(nnodes), "launch.nodes", source),
-        sbatch_option("ntasks-per-node", "1", "builder"),
+        sbatch_option("ntasks-per-node", str(tasks), "builder"),
     ]
     for item in platform.slurm_options(spec.launch):
         option, _, given = item.removeprefix("--").partition("=")
@@ -239,16 +272,67 @@ def _options(resolved: Resolved, nnodes: int) -> list[str]:
         ("partition", slurm.partition),
         ("account", slurm.account),
         ("time", slurm.time),
+        ("mem", slurm.mem),
+        ("gpus-per-task", None if slurm.gpus_per_task is None else str(slurm.gpus_per_task)),
+        ("gpu-bind", slurm.gpu_bind),
     ):
         if value:
-            lines.append(sbatch_option(name, value, f"launch.slurm.{name}", source))
+            field = f"launch.slurm.{name.replace('-', '_')}"
+            lines.append(sbatch_option(name, value, field, source))
+    if slurm.exclusive:
+        lines.append(sbatch_option("exclusive", None, "launch.slurm.exclusive", source))
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
-    for key, flag in sorted(slurm.extra.items()):
-        lines.append(sbatch_option(key, flag, f"launch.slurm.extra.{key}", source))
+    for index, item in enumerate(slurm.extra):
+        lines.append(_extra_option(item, f"launch.slurm.extra[{index}]", source))
+    problems = _layout_problems(resolved, tasks)
     if not slurm.cpus_per_task:
-        advice = CPUS_ADVICE.format(slots=spec.launch.slots)
-        raise SpecError(source or "builder", [Problem("launch.slurm.cpus_per_task", advice)])
+        problems.append(
+            Problem("launch.slurm.cpus_per_task", CPUS_ADVICE.format(slots=spec.launch.slots))
+        )
+    if problems:
+        raise SpecError(source or "builder", problems)
     return lines
+
+
+def _extra_option(item: str, field: str, source: str) -> str:
+    """One option of launch.slurm.extra (--name or --name=value, as sbatch reads it), unless
+    builder sets it itself (then its field is named)."""
+    if not item.startswith("--"):
+        message = (
+            f"{item!r}: write the option in sbatch's long form, --name or --name=value "
+            "(e.g. --mail-type=END)"
+        )
+        raise SpecError(source or "builder", [Problem(field, message)])
+    option, sep, value = item.removeprefix("--").partition("=")
+    if option in OWNED:
+        message = (
+            f"--{option} is one builder writes itself (from {OWNED[option]}): set it there; "
+            "a second one would silently win or lose"
+        )
+        raise SpecError(source or "builder", [Problem(field, message)])
+    return sbatch_option(option, value if sep else None, field, source)
+
+
+def _layout_problems(resolved: Resolved, tasks: int) -> list[Problem]:
+    """GPU layout fields that contradict the node's GPUs and its tasks."""
+    launch = resolved.spec.launch
+    slurm = launch.slurm
+    if slurm.gpus_per_task is None:
+        return []
+    gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else launch.slots
+    if slurm.gpus_per_task * tasks == gpus:
+        return []
+    launcher = resolved.launcher.name
+    return [
+        Problem(
+            "launch.slurm.gpus_per_task",
+            f"{slurm.gpus_per_task} GPU(s) per task times {tasks} task(s) per node "
+            f"({launcher} runs {tasks} on each) is not the node's {gpus} GPU(s) "
+            f"(launch.slurm.gpus_per_node, default launch.slots): set gpus_per_task to "
+            f"{gpus // tasks if tasks and gpus % tasks == 0 else 'a divisor of them'}, or "
+            "leave it unset",
+        )
+    ]
 
 
 def _assignment(name: str, value: str) -> str:

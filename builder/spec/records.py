@@ -358,8 +358,42 @@ class Slurm:
             "outside the job's cgroup (they see every device and survive scancel)."
         ),
     )
-    extra: dict[str, str] = field(
-        default_factory=dict, description="Further #SBATCH options, e.g. {exclusive: ''}."
+    exclusive: bool = field(
+        False,
+        description=(
+            "Whole nodes (#SBATCH --exclusive): every CPU and GPU of each node, and no other "
+            "job beside this one. Memory is still only what is asked for: add mem: '0'."
+        ),
+    )
+    mem: str | None = field(
+        None,
+        pattern=r"0|[1-9][0-9]{0,9}[KMGT]?",
+        description="Memory per node (#SBATCH --mem), e.g. 500G; '0' is all of each node's.",
+    )
+    gpus_per_task: int | None = field(
+        None,
+        ge=1,
+        le=64,
+        description=(
+            "GPUs bound to each task (#SBATCH --gpus-per-task): times the tasks of a node "
+            "it must equal the node's GPUs (gpus_per_node, default slots)."
+        ),
+    )
+    gpu_bind: str | None = field(
+        None,
+        pattern=r"none|closest|(verbose,)?(closest|none|per_task:[0-9]{1,2}|single:[0-9]{1,2}"
+        r"|map_gpu:[0-9*,]{1,256}|mask_gpu:[0-9a-fA-Fx*,]{1,256})",
+        description="How tasks are bound to GPUs (#SBATCH --gpu-bind): closest, none, "
+        "per_task:N, single:N, map_gpu:LIST or mask_gpu:LIST.",
+    )
+    extra: tuple[str, ...] = field(
+        (),
+        description=(
+            "Further #SBATCH options, each one option as sbatch reads it: "
+            "['--mail-type=END', '--constraint=a100', '--reservation=r1']. Options builder "
+            "sets itself (nodes, tasks, CPUs, GPUs, output, the fields above) are refused: "
+            "set their field instead."
+        ),
     )
 
 
@@ -417,6 +451,15 @@ class LaunchSpec:
             "Runtime apptainer/singularity: the SIF on shared storage, at the same path on "
             "every node, built once (`builder sif IMAGE -o PATH`). Unset, each node runs "
             "NAME-TAG.sif from the folder it starts in."
+        ),
+    )
+    squashfs: str | None = field(
+        None,
+        check=_bind_path,
+        description=(
+            "Runtime pyxis: the image as an enroot squashfs file on shared storage, at the "
+            "same path on every node, made once (`builder squashfs IMAGE -o PATH`). Unset, "
+            "every node imports the image from its registry (pinned by stack.digest)."
         ),
     )
     mounts: tuple[Mount, ...] = field((), description="Bind mounts.")

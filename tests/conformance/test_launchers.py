@@ -196,3 +196,28 @@ def test_an_argument_is_refused_exactly_when_a_parser_would_stop_at_it(
             assert refused == stopped, (name, arg, stderr.getvalue()[-300:])
         else:  # deepspeed: also refused for deepspeed.launcher.launch on the nodes
             assert refused
+
+
+def test_the_deepspeed_batch_command_is_what_deepspeeds_parser_reads(
+    deepspeed_runner: Any,
+) -> None:
+    from builder.launch.plan import Placement, prepare
+    from builder.schedulers.slurm import ENDPOINT, JOB, MASTER, NNODES
+
+    spec = load_preset("cpu-deepspeed").spec
+    resolved = resolve(spec, runtime_name="none", scheduler_name="slurm")
+    placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT, batch=True)
+    _, command = prepare(resolved, "i:1", "/shared/c", placement)
+    # as the task's shell reads the line: a real bash expands Slurm's variables
+    env = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "MASTER_ADDR": "n1", "PATH": "/usr/bin:/bin"}
+    line = "printf '%s\\0' " + " ".join(command.argv)
+    done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, check=True)
+    words = done.stdout.decode().split("\0")[:-1]
+    args = deepspeed_runner.parse_args(words[1:])
+    assert (args.hostfile, args.master_addr, args.no_ssh, args.node_rank) == (
+        "/shared/c/hostfile-7",
+        "n1",
+        True,
+        1,
+    )
+    assert (args.user_script, args.master_port) == ("train.py", 29500)

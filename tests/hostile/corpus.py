@@ -228,7 +228,7 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ),
     ("requirements-newline", spec(image='requirements: "r.txt\\n"'), SPEC, "image.requirements"),
     ("launch-not-mapping", GOOD + "launch: []\n", SPEC, "launch"),
-    ("launcher-bogus", spec(launch="launcher: srun"), SPEC, "launch.launcher"),
+    ("launcher-bogus", spec(launch="launcher: horovodrun"), SPEC, "launch.launcher"),
     ("runtime-bogus", spec(launch="runtime: podman"), SPEC, "launch.runtime"),
     ("sif-relative", spec(launch="sif: images/t.sif"), SPEC, "launch.sif"),
     ("sif-not-a-sif", spec(launch="sif: /shared/images/"), SPEC, "launch.sif"),
@@ -333,9 +333,9 @@ SPEC_CASES: list[tuple[str, str | bytes, int, str]] = [
     ("slurm-time-newline", spec(launch='slurm: {time: "1:00\\nid"}'), SPEC, "launch.slurm.time"),
     (
         "slurm-extra-newline",
-        spec(launch='slurm: {extra: {x: "a\\nid"}}'),
+        spec(launch='slurm: {extra: ["--comment=a\\nid"]}'),
         SPEC,
-        "launch.slurm.extra.x",
+        "launch.slurm.extra[0]",
     ),
     (
         "slurm-gpus-negative",
@@ -652,7 +652,7 @@ for name in ("launch", "bundle", "slurm"):
     )
     case(
         f"{name}-launcher-bogus",
-        (name, "--preset", "cpu-deepspeed", "--launcher", "srun"),
+        (name, "--preset", "cpu-deepspeed", "--launcher", "horovodrun"),
         USAGE,
         "--launcher",
     )
@@ -734,7 +734,7 @@ case(
     ("slurm", HOSTILE),
     SPEC,
     "launch.slurm.extra",
-    files={HOSTILE: spec(launch='slurm: {extra: {"x\\ny": "1"}}')},
+    files={HOSTILE: spec(launch='slurm: {extra: ["--x\\ny=1"]}')},
 )
 case(
     "slurm-output-folder-force",
@@ -928,7 +928,7 @@ case("rehearse-nodes-zero", "rehearse --preset cpu-deepspeed --nodes 0", USAGE, 
 case("rehearse-nodes-many", "rehearse --preset cpu-deepspeed --nodes 1000", USAGE, "--nodes")
 case(
     "rehearse-launcher-bogus",
-    "rehearse --preset cpu-deepspeed --launcher srun",
+    "rehearse --preset cpu-deepspeed --launcher horovodrun",
     USAGE,
     "--launcher",
 )

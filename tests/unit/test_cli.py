@@ -305,7 +305,7 @@ def test_shell_completion_is_installable_and_completes_commands_and_choices(
         ("render", "--format", "[docker|apptainer|all]"),
         ("lint", "--format", "[docker|apptainer|all]"),
         ("launch", "--runtime", "[apptainer|docker|none|singularity]"),
-        ("bundle", "--launcher", "[deepspeed|gaudi_spawn|mpirun|torchrun]"),
+        ("bundle", "--launcher", "[deepspeed|gaudi_spawn|mpirun|srun|torchrun]"),
         ("slurm", "--runtime", "[apptainer|docker|none|singularity]"),
         ("build", "--progress", "[auto|tty|plain|quiet]"),
         ("sif", "--program", "[apptainer|singularity]"),

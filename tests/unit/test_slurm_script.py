@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -12,11 +14,12 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.errors import SpecError, UsageError
+from builder.launch.plan import launch_plan
 from builder.resolved import resolve
 from builder.schedulers.slurm import sbatch_script
 from builder.spec import Slurm
 from builder.spec.loader import Stack, load_preset
-from builder.spec.presets import preset_text
+from builder.spec.presets import preset_names, preset_text
 from tests.conftest import real_tool
 
 if TYPE_CHECKING:
@@ -60,7 +63,7 @@ def test_options_from_the_spec() -> None:
             account="ml",
             time="02:00:00",
             cpus_per_task=16,
-            extra={"exclusive": ""},
+            exclusive=True,
         )
     )
     options = [line for line in text.splitlines() if line.startswith("#SBATCH")]
@@ -73,8 +76,8 @@ def test_options_from_the_spec() -> None:
         "#SBATCH --partition=gpu",
         "#SBATCH --account=ml",
         "#SBATCH --time=02:00:00",
-        "#SBATCH --output=%x-%j.out",
         "#SBATCH --exclusive",
+        "#SBATCH --output=%x-%j.out",
     ]
 
 
@@ -106,15 +109,111 @@ def test_exported_values_survive_the_batch_shell(tmp_path: Path) -> None:
     assert out.stdout == "a b $c 'd' \"e\""
 
 
-def test_a_deepspeed_spec_needs_launcher_torchrun(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"Pass --launcher torchrun"):
-        script("cpu-deepspeed")
-    target = tmp_path / "job.sbatch"
-    result = CliRunner().invoke(
-        app, ["slurm", "--preset", "cpu-deepspeed", "--launcher", "torchrun", "-o", str(target)]
+def test_every_preset_gets_a_batch_script(tmp_path: Path) -> None:
+    """The README's own sequence on the default preset: deepspeed runs under Slurm too."""
+    for preset in preset_names():
+        target = tmp_path / f"{preset}.sbatch"
+        result = CliRunner().invoke(app, ["slurm", "--preset", preset, "-o", str(target)])
+        assert result.exit_code == 0, (preset, result.stderr)
+        subprocess.run([real_tool("shellcheck"), str(target)], check=True)
+
+
+def test_deepspeed_runs_no_ssh_on_every_node_from_the_jobs_hostfile() -> None:
+    text = script("cpu-deepspeed", runtime="none")
+    hostfile = '/shared/c/hostfile-"$SLURM_JOB_ID"'
+    assert f"printf '%s slots=2\\n' \"${{nodes[@]}}\" > {hostfile}\n" in text
+    line = text.split("--kill-on-bad-exit=1")[1]
+    assert f'deepspeed --hostfile {hostfile} --master_addr "$MASTER_ADDR" --no_ssh' in line
+    assert '--node_rank "$SLURM_NODEID" --master_port 29500 train.py' in line
+    assert "#SBATCH --ntasks-per-node=1\n" in text
+    assert "pdsh" not in line
+
+
+def test_srun_starts_one_task_per_rank_with_slurms_numbers(tmp_path: Path) -> None:
+    text = script("cuda-torchrun", launcher="srun", runtime="apptainer")
+    assert "#SBATCH --ntasks-per-node=8\n" in text
+    assert "srun --ntasks-per-node=8 " in text
+    # what each task runs, by a real sh, with Slurm's variables set
+    from builder.launch.launchers.srun import RANKS
+
+    env = {
+        "SLURM_PROCID": "9",
+        "SLURM_LOCALID": "1",
+        "SLURM_NTASKS": "16",
+        "SLURM_NTASKS_PER_NODE": "8",
+        "PATH": os.environ["PATH"],
+    }
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+    probe = f"import os; print(*(os.environ[k] for k in {names!r}))"
+    done = subprocess.run(
+        ["sh", "-c", RANKS, "srun-rank", sys.executable, "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert result.exit_code == 0, result.stderr
-    assert "torchrun --nnodes" in target.read_text()
+    assert done.stdout.split() == ["9", "1", "16", "8"]
+    # apptainer's --cleanenv would drop them: each task passes them (and its GPUs) in
+    for name in ("SLURM_PROCID", "MASTER_ADDR", "CUDA_VISIBLE_DEVICES"):
+        assert f" {name} " in text
+
+
+def test_srun_runs_only_under_slurm() -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    with pytest.raises(UsageError, match="Slurm job's tasks"):
+        launch_plan(resolve(spec, launcher_name="srun"), image="i:1", cluster_dir="/c")
+
+
+@pytest.mark.parametrize(
+    ("launcher", "says"), [("mpirun", "launcher srun"), ("gaudi_spawn", "launcher deepspeed")]
+)
+def test_launchers_that_need_ssh_say_what_runs_under_slurm(launcher: str, says: str) -> None:
+    preset = "gaudi-deepspeed" if launcher == "gaudi_spawn" else "cpu-deepspeed"
+    spec = load_preset(preset).spec
+    image = replace(spec.image, openmpi=True)
+    spec = replace(spec, image=image, launch=replace(spec.launch, launcher=launcher))
+    with pytest.raises(UsageError, match=says):
+        sbatch_script(
+            resolve(Stack(spec, "s", None), scheduler_name="slurm"),
+            image="team/t:1",
+            cluster_dir="/shared/c",
+        )
+
+
+@pytest.mark.parametrize(
+    ("preset", "names"),
+    [
+        ("cuda-torchrun", ["CUDA_VISIBLE_DEVICES"]),
+        ("rocm-deepspeed", ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"]),
+        ("gaudi-deepspeed", ["HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES"]),
+    ],
+)
+def test_apptainer_passes_the_jobs_devices_in(preset: str, names: list[str]) -> None:
+    """--cleanenv drops what Slurm sets for the job's GPUs: each task passes it in as
+    APPTAINERENV_NAME where it is set (a real sh runs the wrapper)."""
+    spec = load_preset(preset).spec
+    resolved = resolve(spec, runtime_name="apptainer", scheduler_name="slurm")
+    text = sbatch_script(resolved, image="team/t:1", cluster_dir="/shared/c")
+    for name in names:
+        assert f" {name} " in text
+    from builder.launch.actions import ApptainerExec
+
+    action = ApptainerExec("apptainer", "x.sif", (), inherit=tuple(names))
+    argv = action.argv()
+    wrapper = [*argv[: argv.index("--") + 1], "sh", "-c", "env | grep ^APPTAINERENV_ | sort"]
+    env = {"PATH": os.environ["PATH"], names[0]: "2,3"}
+    done = subprocess.run(wrapper, env=env, capture_output=True, text=True, check=True)
+    assert done.stdout == f"APPTAINERENV_{names[0]}=2,3\n"  # unset ones stay unset
+
+
+def test_gpu_layout_that_contradicts_the_slots_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"gpus_per_task.*set gpus_per_task to 8"):
+        script(slurm=Slurm(cpus_per_task=8, gpus_per_task=2))
+    text = script(slurm=Slurm(cpus_per_task=8, gpus_per_task=8, gpu_bind="closest", mem="0"))
+    for line in ("--gpus-per-task=8", "--gpu-bind=closest", "--mem=0"):
+        assert f"#SBATCH {line}\n" in text
+    srun = script("cuda-torchrun", launcher="srun", slurm=Slurm(cpus_per_task=8, gpus_per_task=1))
+    assert "#SBATCH --gpus-per-task=1\n" in srun
 
 
 def test_cli(tmp_path: Path) -> None:
@@ -176,18 +275,25 @@ def test_hostile_header_values_are_spec_errors(field: str, value: str) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("comment", "a\n#SBATCH --uid=0"),
-        ("comment", "a --uid=0"),
-        ("mail-user", "-x"),
-        ("uid\n#SBATCH --gid", ""),
-        ("Exclusive", ""),
-        ("-uid", "0"),
-        ("comment", "a'b"),
+        ("--comment", "a\n#SBATCH --uid=0"),
+        ("--comment", "a --uid=0"),
+        ("--mail-user", "-x"),
+        ("--uid\n#SBATCH --gid", ""),
+        ("--Exclusive", ""),
+        ("---uid", "0"),
+        ("--comment", "a'b"),
+        ("-A", "x"),
+        ("comment", "x"),
+        ("--exclusive", ""),
+        ("--ntasks-per-node", "8"),
+        ("--output", "x.out"),
+        ("--mem", "0"),
     ],
 )
 def test_hostile_extra_options_are_spec_errors(key: str, value: str) -> None:
-    with pytest.raises(SpecError, match=r"launch\.slurm\.extra\."):
-        script(slurm=Slurm(extra={key: value}))
+    item = f"{key}={value}" if value else key
+    with pytest.raises(SpecError, match=r"launch\.slurm\.extra\[0\]"):
+        script(slurm=Slurm(extra=(item,)))
 
 
 @pytest.mark.parametrize(
@@ -209,13 +315,13 @@ def test_usual_values_pass() -> None:
         slurm=Slurm(
             partition="gpu,gpu-long",
             account="proj.ml_team-1",
-            extra={
-                "constraint": "a100&ib",
-                "exclude": "node[01-03]",
-                "mail-user": "me@example.org",
-                "gres": "gpu:a100:4",
-                "mem": "0",
-            },
+            mem="0",
+            extra=(
+                "--constraint=a100&ib",
+                "--exclude=node[01-03]",
+                "--mail-user=me@example.org",
+                "--hint=nomultithread",
+            ),
         )
     )
     for line in (

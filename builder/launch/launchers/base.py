@@ -50,6 +50,9 @@ class LaunchContext:
     """HOST:PORT of the rendezvous (default: master and launch.master_port)."""
     env: tuple[tuple[str, str], ...] = ()
     """The run's environment, for launchers that carry it themselves (mpirun -x)."""
+    batch: bool = False
+    """Every node's task is started by srun in a batch job (nodes and master are the
+    job's, known only to its shell): no launcher reaches another node."""
     secrets: tuple[str, ...] = ()
     """Names of the secret variables: already in the launcher's own environment (the
     bundle's 0600 files put them there); a launcher forwards them by name only."""
@@ -79,6 +82,9 @@ class LauncherCommand:
     """Where the launcher starts in whatever folder the node's shell is in (runtime none
     without launch.code): the characters that folder's path must keep to, checked
     there before it starts (the inside of a shell bracket expression)."""
+    inherit: tuple[str, ...] = ()
+    """Variables the command reads from its task's own environment (SLURM_PROCID, ...):
+    a runtime that starts clean (apptainer --cleanenv) passes them in."""
 
 
 class Launcher:
@@ -102,7 +108,15 @@ class Launcher:
     setting_keys: ClassVar[tuple[Extra, ...]] = ()
     """Keys of ``launch`` this launcher owns."""
     batch: ClassVar[bool] = False
-    """Can run as one Slurm task per node (every node runs the same command)."""
+    """Can run as a Slurm job's tasks (srun starts them on every node)."""
+    batch_only: ClassVar[bool] = False
+    """Runs only as a Slurm job's tasks (srun starts every rank): never in an ssh plan."""
+    batch_hostfile: ClassVar[bool] = False
+    """In a batch job it reads a hostfile of the job's nodes, which the script writes."""
+    batch_task: ClassVar[str] = ""
+    """What each of its Slurm tasks runs, for people to read."""
+    batch_refusal: ClassVar[str] = ""
+    """Why it cannot run in a batch job, and what can (when batch is False)."""
     rehearsal: ClassVar[str | None] = None
     """Why a rehearsal cannot run it on this machine, or None when it can."""
     script_arg_parsers: ClassVar[tuple[tuple[str, ...], ...]] = ()
@@ -142,6 +156,10 @@ class Launcher:
         ssh = ("sshd", "ssh") if self.over_ssh else ()
         needed = (command for tool in self.needs for command in tool.commands)
         return tuple(dict.fromkeys((*ssh, *needed, *self.commands, "python")))
+
+    def tasks_per_node(self, slots: int) -> int:  # noqa: ARG002 - one launcher per node
+        """The Slurm tasks each node runs: one that starts the node's ranks, or a rank each."""
+        return 1
 
     def failures(self, output: str) -> list[NodeFailure]:  # noqa: ARG002 - a launcher's own
         """The nodes the launcher's own output (on the node that ran it) names as failed;

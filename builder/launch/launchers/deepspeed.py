@@ -16,10 +16,16 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from builder.contract import DSENV, HOSTFILE
+from builder.contract import DSENV, HOSTFILE, JOB_HOSTFILE
 from builder.errors import UsageError, shown
 from builder.image.tools import DEEPSPEED, PDSH
-from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand, Problems
+from builder.launch.launchers.base import (
+    FromShell,
+    LaunchContext,
+    Launcher,
+    LauncherCommand,
+    Problems,
+)
 from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
@@ -147,6 +153,9 @@ class DeepSpeed(Launcher):
     reaches_with = "pdsh"
     needs = (DEEPSPEED, PDSH)
     reads_dsenv = True
+    batch = True
+    batch_hostfile = True
+    batch_task = "running `deepspeed --no_ssh` for that node's ranks (from the job's hostfile)"
     # deepspeed.launcher.runner on the first node, deepspeed.launcher.launch on each (0.19.8)
     script_arg_parsers = (RUNNER_OPTIONS, LAUNCH_OPTIONS)
 
@@ -187,7 +196,10 @@ class DeepSpeed(Launcher):
 
     def check_paths(self, context: LaunchContext) -> None:
         """Every path the pdsh line pastes: the folder the launcher starts in (DeepSpeed's
-        ``cd FOLDER;`` on every node) and the secrets file the ranks source."""
+        ``cd FOLDER;`` on every node) and the secrets file the ranks source; a batch
+        job's launchers paste nothing (no pdsh)."""
+        if context.batch:
+            return
         pasted = [context.folder] if context.folder else []
         if context.secrets_script:
             pasted.append(("--cluster-dir", context.secrets_script))
@@ -196,6 +208,8 @@ class DeepSpeed(Launcher):
                 raise UsageError(f"{where} {shown(path)}: {why}", field=where, value=path)
 
     def command(self, context: LaunchContext) -> LauncherCommand:
+        if context.batch:
+            return self._batch_command(context)
         argv = deepspeed_argv(
             context.spec.launch,
             hostfile=f"{context.cluster}/{HOSTFILE}",
@@ -206,6 +220,19 @@ class DeepSpeed(Launcher):
         env = (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),)
         chars = None if context.folder else PDSH_PATH_CHARS
         return LauncherCommand(tuple(argv), env, folder_chars=chars)
+
+    def _batch_command(self, context: LaunchContext) -> LauncherCommand:
+        """Under Slurm, as DeepSpeed documents for nodes without ssh between them: srun
+        runs `deepspeed --no_ssh --node_rank $SLURM_NODEID` on every node, each starting
+        its own ranks (deepspeed.launcher.launch) from the job's hostfile; nothing goes
+        through pdsh, so nothing is escaped for it, and .deepspeed_env is not read (the
+        batch script exports the run's environment)."""
+        launch = context.spec.launch
+        hostfile = FromShell(shlex.quote(f"{context.cluster}/{JOB_HOSTFILE}") + '"$SLURM_JOB_ID"')
+        argv = deepspeed_argv(launch, hostfile=hostfile, master_addr=context.master, nnodes=1)
+        at = argv.index("--master_port")
+        argv[at:at] = ["--no_ssh", "--node_rank", FromShell('"$SLURM_NODEID"')]
+        return LauncherCommand(tuple(argv), inherit=("SLURM_NODEID", "SLURM_JOB_ID"))
 
 
 LAUNCHER = DeepSpeed()

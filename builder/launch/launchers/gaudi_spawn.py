@@ -78,6 +78,13 @@ class GaudiSpawn(DeepSpeed):
         ),
     )
     rehearsal = "gaudi_spawn.py is part of optimum-habana's examples, not of the image"
+    batch = False
+    batch_hostfile = False
+    batch_refusal = (
+        "gaudi_spawn.py (optimum-habana's DistributedRunner) reaches the other nodes only "
+        "over pdsh and ssh, which escape the job; under Slurm use launcher deepspeed "
+        "(HabanaAI's DeepSpeed runs `deepspeed --no_ssh` on every node) or srun"
+    )
 
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What gaudi_spawn.py cannot do: another master, or values bash, pdsh or the

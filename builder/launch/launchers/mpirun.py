@@ -49,6 +49,10 @@ def mpirun_argv(
 class Mpirun(Launcher):
     name = "mpirun"
     over_ssh = True
+    batch_refusal = (
+        "mpirun starts its ranks over ssh, which escapes the job; under Slurm use launcher "
+        "srun (srun starts one task per rank itself, with RANK from SLURM_PROCID)"
+    )
     reaches_with = "mpirun"
     needs = (OPENMPI,)
 

@@ -125,6 +125,7 @@ class Torchrun(Launcher):
     name = "torchrun"
     commands = ("torchrun",)
     batch = True
+    batch_task = "running the same torchrun (c10d rendezvous on the first node)"
     script_arg_parsers = (TORCHRUN_OPTIONS,)
 
     def command(self, context: LaunchContext) -> LauncherCommand:

@@ -40,8 +40,10 @@ class Apptainer(Runtime):
         )
 
     def batch(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
-        # the batch script exports the variables once (batch_env), for every task
-        return replace(self.run(setup, command), env=())
+        # the batch script exports the variables once (batch_env), for every task; what
+        # Slurm sets in each task (its devices, its rank) --cleanenv would drop
+        inherit = (*setup.platform.device_variables, *command.inherit)
+        return replace(self.run(setup, command), env=(), inherit=inherit)
 
     def batch_env(self, setup: Setup) -> Env:
         prefix = ApptainerExec(self.name, "", ()).env_prefix

@@ -103,6 +103,9 @@ class Runtime:
     file built from the image, named after its tag."""
     not_shipped: ClassVar[str] = ""
     """Why `builder ship` (docker load on every node) does not apply, where it does not."""
+    srun_only: ClassVar[bool] = False
+    """Runs only where srun starts the command (pyxis: srun's own options make the
+    container): a batch script's runtime, never an ssh plan's."""
     sessions_inherit: ClassVar[bool] = True
     """The ssh sessions a launcher opens to its nodes get the node's run environment
     (the container's, which sshd hands on); not on a bare node, whose sshd is the host's."""
@@ -142,6 +145,11 @@ class Runtime:
         """What removes what a node's start action left running (its sshd container),
         for a run that must leave nothing behind (preflight); None where nothing is."""
         return None
+
+    def srun_options(self, setup: Setup) -> tuple[str, ...]:  # noqa: ARG002
+        """Options of the batch script's srun that this runtime needs (pyxis's
+        --container-*), each one word; none for the others."""
+        return ()
 
     def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
         """Variables a batch script exports for this runtime, beside the run's own."""

@@ -64,7 +64,8 @@ class Docker(Runtime):
     def batch(self, setup: Setup, command: LauncherCommand) -> ContainerStart:
         # `docker run` under srun: the task waits for the container and removes it, and
         # its CLI passes Slurm's signals on
-        return replace(self.run(setup, command), name=None, sig_proxy=True)
+        inherit = (*setup.platform.device_variables, *command.inherit)
+        return replace(self.run(setup, command), name=None, sig_proxy=True, inherit=inherit)
 
     def stop(self, action: Action) -> Action | None:
         if isinstance(action, ContainerExec):
