@@ -8,8 +8,10 @@ built image): by default builder-test/cpu-deepspeed:it, which the
 integration tests build, else pass --image. The Slurm image (the user's
 image plus slurmctld/slurmd/munge) is made once before the timed runs.
 
-Target on our 2-core machines: a 2-node deepspeed or torchrun rehearsal,
-from nothing to torn down, under 25 s.
+Targets on our 2-core machines: a 2-node deepspeed or torchrun rehearsal,
+from nothing to torn down, under 25 s; a 2-node Slurm rehearsal of each
+launcher a batch job runs (deepspeed --no_ssh, torchrun, srun: the spec's
+launcher, through `builder rehearse SPEC --launcher slurm`), under 30 s.
 
     .venv/bin/python bench/rehearse.py [--image REF] [--runs N]
 
@@ -29,13 +31,36 @@ from pathlib import Path
 
 from _support import BenchError, add_built_image_options, built_image, run_main
 
-CASES = (("deepspeed", 2), ("deepspeed", 3), ("torchrun", 2), ("torchrun", 3), ("slurm", 2))
+CASES = (
+    ("deepspeed", 2, None),
+    ("deepspeed", 3, None),
+    ("torchrun", 2, None),
+    ("torchrun", 3, None),
+    ("slurm", 2, "deepspeed"),
+    ("slurm", 2, "torchrun"),
+    ("slurm", 2, "srun"),
+)
+"""(--launcher, nodes, the spec's launcher for a Slurm job)."""
 TARGET = 25.0
+SLURM_TARGET = 30.0
 BUILDER = Path(sys.executable).with_name("builder")
 
 
-def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, float]]:
-    argv = [str(BUILDER), "rehearse", "--image", image, "--nodes", str(nodes)]
+def spec_with(launcher: str, scratch: Path) -> Path:
+    """The cpu-deepspeed preset's spec with launch.launcher set (what a Slurm job runs)."""
+    from builder.spec.presets import preset_text
+
+    path = scratch / f"{launcher}.yaml"
+    text = preset_text("cpu-deepspeed").replace("  launcher: deepspeed", f"  launcher: {launcher}")
+    path.write_text(text)
+    return path
+
+
+def rehearse(
+    image: str, launcher: str, nodes: int, spec: Path | None = None
+) -> tuple[float, dict[str, float]]:
+    argv = [str(BUILDER), "rehearse", *([str(spec)] if spec else []), "--image", image]
+    argv += ["--nodes", str(nodes)]
     argv += ["--launcher", launcher, "--json"]
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -45,7 +70,7 @@ def rehearse(image: str, launcher: str, nodes: int) -> tuple[float, dict[str, fl
     return wall, json.loads(proc.stdout)["result"]["phases"]
 
 
-def measure(args: argparse.Namespace, _scratch: Path) -> None:
+def measure(args: argparse.Namespace, scratch: Path) -> None:
     from builder.engine import connect
 
     built_image(connect(), args.image)
@@ -56,21 +81,22 @@ def measure(args: argparse.Namespace, _scratch: Path) -> None:
     print("| launcher | nodes | wall | phases |")
     print("|---|---|---|---|")
     verdicts = []
-    for launcher, nodes in CASES:
+    for launcher, nodes, batch in CASES:
+        spec = spec_with(batch, scratch) if batch else None
         walls, phases = [], []
         for _ in range(args.runs):
-            wall, phase = rehearse(args.image, launcher, nodes)
+            wall, phase = rehearse(args.image, launcher, nodes, spec)
             walls.append(wall)
             phases.append(phase)
         wall = statistics.median(walls)
         typical = phases[walls.index(min(walls, key=lambda w: abs(w - wall)))]
         shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in typical.items())
-        print(f"| {launcher} | {nodes} | {wall:.1f} s | {shown} |")
-        if nodes == 2 and launcher in ("deepspeed", "torchrun"):
-            verdict = "OK" if wall < TARGET else "MISSED"
-            verdicts.append(
-                f"{launcher} 2 nodes: {wall:.1f} s (target < {TARGET:.0f} s): {verdict}"
-            )
+        name = f"{launcher} ({batch})" if batch else launcher
+        print(f"| {name} | {nodes} | {wall:.1f} s | {shown} |")
+        if nodes == 2:
+            target = SLURM_TARGET if batch else TARGET
+            verdict = "OK" if wall < target else "MISSED"
+            verdicts.append(f"{name} 2 nodes: {wall:.1f} s (target < {target:.0f} s): {verdict}")
     print()
     for verdict in verdicts:
         print(verdict)

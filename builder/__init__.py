@@ -86,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "write_bundle": "builder.schedulers.ssh",
     "sif_build_argv": "builder.launch.sif",
     "APPTAINER_PROGRAMS": "builder.launch.sif",
+    "squashfs_import_argv": "builder.launch.squashfs",
     "Host": "builder.cluster.hostfile",
     "choose_hosts": "builder.cluster.hostfile",
     "hostfile_text": "builder.cluster.hostfile",

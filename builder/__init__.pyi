@@ -71,6 +71,7 @@ from builder.launch.runtimes import names as runtime_names
 from builder.launch.runtimes import runtime as get_runtime
 from builder.launch.sif import APPTAINER_PROGRAMS as APPTAINER_PROGRAMS
 from builder.launch.sif import sif_build_argv as sif_build_argv
+from builder.launch.squashfs import squashfs_import_argv as squashfs_import_argv
 from builder.lint import lint_stack as lint_stack
 from builder.lint.sarif import sarif_text as sarif_text
 from builder.lock.apply import check_base as check_locked_base
@@ -201,6 +202,7 @@ __all__ = [
     "spec_from_dict",
     "spec_hash",
     "spec_json_schema",
+    "squashfs_import_argv",
     "take_lock",
     "why_not_rehearsed",
     "with_image",

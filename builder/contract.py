@@ -28,6 +28,9 @@ BASE_NAME_LABEL = "org.opencontainers.image.base.name"
 CLUSTER_DIR = "/etc/builder/cluster"
 """Where the cluster folder (key pair, hostfile, .deepspeed_env) is mounted read-only."""
 HOSTFILE = "hostfile"
+JOB_LOGS = "logs"
+"""A batch job's logs in the cluster folder: logs/JOBID/NODE.out, each node's output, and
+what its launcher writes beside it (torchrun: ranks-NODE/, error-NODE.json)."""
 JOB_HOSTFILE = "hostfile-"
 """A batch job's hostfile in the cluster folder: this, then the job's id (the script
 writes it from the job's nodes before srun)."""

@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "bundle": "cluster",
     "slurm": "cluster",
     "sif": "cluster",
+    "squashfs": "cluster",
     "rehearse": "rehearse",
     "preflight": "preflight",
     # the same environment everywhere
@@ -74,6 +75,7 @@ SUMMARIES: dict[str, str] = {
     "bundle": "Write keys, hostfile, .deepspeed_env and launch commands.",
     "slurm": "Write the sbatch script: one task per node.",
     "sif": "Print the command that builds a SIF from a local image.",
+    "squashfs": "Print the command that makes an enroot squashfs (pyxis).",
     "rehearse": "Run the stack's multi-node launch locally, in containers.",
     "preflight": "Prove the cluster before the run, node by node.",
     "lock": "Write stack.lock: the built image's base and its packages.",

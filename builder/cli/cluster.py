@@ -1,4 +1,5 @@
-"""Commands about running on a cluster: keys, hostfile, dsenv, launch, bundle, slurm, sif."""
+"""Commands about running on a cluster: keys, hostfile, dsenv, launch, bundle, slurm, sif,
+squashfs."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from builder import (
     plan_warnings,
     sbatch_script,
     sif_build_argv,
+    squashfs_import_argv,
     write_bundle,
 )
 from builder.cli.app import app
@@ -263,6 +265,30 @@ def sif(
 ) -> None:
     """Print the command that builds a SIF from an image of the local Docker engine."""
     argv = sif_build_argv(image_option(image, "IMAGE") or image, output=output, program=program)
+    set_result({"argv": argv})
+    if not as_json:
+        typer.echo(shlex.join(argv))
+
+
+@app.command()
+def squashfs(
+    image: Annotated[
+        str,
+        typer.Argument(help="name:tag of an image in the local engine, or name@sha256:... pushed."),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The squashfs file: an absolute path on shared storage (NAME.sqsh).",
+        ),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the command that makes an enroot squashfs of an image, for runtime pyxis
+    (launch.squashfs): from the local Docker engine, or from its registry when pinned."""
+    argv = squashfs_import_argv(image_option(image, "IMAGE") or image, output=output)
     set_result({"argv": argv})
     if not as_json:
         typer.echo(shlex.join(argv))

@@ -121,6 +121,11 @@ def plan_warnings(resolved: Resolved) -> list[str]:
     settings, and a launch.sif that its runtime does not read."""
     warnings = network_warnings(resolved)
     run = resolved.runtime
+    if resolved.spec.launch.squashfs and not run.srun_only:
+        warnings.append(
+            f"launch.squashfs {resolved.spec.launch.squashfs} is ignored: runtime {run.name} "
+            "does not run an enroot squashfs; only pyxis (`builder slurm --runtime pyxis`) does"
+        )
     if resolved.spec.launch.sif and run.pulls:
         warnings.append(
             f"launch.sif {resolved.spec.launch.sif} is ignored: runtime {run.name} runs the "
@@ -150,7 +155,8 @@ def check_pair(resolved: Resolved) -> None:
         return  # srun starts every node's task: nothing is reached over ssh
     if resolved.launcher.batch_only:
         raise UsageError(
-            f"launcher {name!r} starts its ranks only as a Slurm job's tasks: use it with "
+            f"launcher {name!r} (launch.launcher, or --launcher) starts its ranks only as a "
+            "Slurm job's tasks: use it with "
             "`builder slurm`, or choose another launcher for an ssh plan",
             field="--launcher",
             value=name,
@@ -188,10 +194,13 @@ def cache_environment(spec: Spec) -> dict[str, str]:
     return {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
 
 
-def setup_of(resolved: Resolved, image: str, cluster_dir: str | None) -> Setup:
+def setup_of(
+    resolved: Resolved, image: str, cluster_dir: str | None, logs: str | None = None
+) -> Setup:
     """What every node's runtime takes: the run's environment without its secrets, which
     the runtimes read from the bundle's 0600 files (``launch.secrets``), the fabric's
-    flags, and the cluster folder only for a launcher that reads it."""
+    flags, the cluster folder only for a launcher that reads it, and a batch job's logs
+    folder."""
     spec, launcher = resolved.spec, resolved.launcher
     bind_cluster = launcher.over_ssh or launcher.reads_dsenv
     isolated = resolved.runtime.isolated
@@ -207,6 +216,7 @@ def setup_of(resolved: Resolved, image: str, cluster_dir: str | None) -> Setup:
         env=tuple(sorted(env.items())),
         secrets=tuple(sorted(secret_names(spec.launch))),
         bind_cluster=bind_cluster,
+        logs=logs,
     )
 
 
@@ -223,6 +233,10 @@ class Placement:
     endpoint: str = ""
     batch: bool = False
     """srun starts every node's task (a batch job): nothing is reached over ssh."""
+    logs: str = ""
+    """A batch job's logs folder on shared storage (bound in every runtime)."""
+    job_logs: str = ""
+    """This job's folder in it, as the batch shell writes it (with the job's id)."""
 
 
 def prepare(
@@ -230,7 +244,7 @@ def prepare(
 ) -> tuple[Setup, LauncherCommand]:
     """The runtime's setup and the launcher's command for a run placed so: what the ssh
     plan and every scheduler's script are made from."""
-    setup = setup_of(resolved, image, cluster_dir)
+    setup = setup_of(resolved, image, cluster_dir, placement.logs or None)
     run, launcher = resolved.runtime, resolved.launcher
     cluster = run.cluster_path(cluster_dir)
     inherit = run.sessions_inherit or not launcher.over_ssh or placement.batch
@@ -245,6 +259,7 @@ def prepare(
         env=setup.env,
         secrets=setup.secrets,
         batch=placement.batch,
+        logs=placement.job_logs,
         folder=run.launcher_folder(setup),
         secrets_script=None if inherit or not setup.secrets else f"{cluster}/{SECRETS_SH}",
     )

@@ -85,7 +85,8 @@ class Rehearsal:
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
         launcher = resolved.launcher
-        if launcher.rehearsal is not None:
+        self.slurm = resolved.scheduler.batch
+        if launcher.rehearsal is not None and not (self.slurm and launcher.batch_only):
             raise UsageError(
                 f"--launcher {launcher.name!r}: choose one of "
                 f"{', '.join(rehearsal_launchers())} ({launcher.rehearsal})"
@@ -94,7 +95,6 @@ class Rehearsal:
             raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
         self.image = image
         self.keep = keep
-        self.slurm = resolved.scheduler.batch
         shown = SLURM if self.slurm else launcher.name
         self.session = Session(engine, nodes=nodes, launcher=shown, timeout=timeout, say=say)
         self.launcher = launcher
@@ -124,23 +124,25 @@ class Rehearsal:
         """The bundle (with ``rehearsal.sh``, its launch.sh for these nodes), the network
         and the image's tools: all but the nodes."""
         session, resolved = self.session, self.workload.resolved
-        files = write_workload(self.workload, session, self.image)
+        files = write_workload(self.workload, session, self.image, bundle=not self.slurm)
         session.say(
             f"bundle for {len(session.nodes)} nodes in {session.folder} ({len(files)} files)"
         )
-        plan = launch_plan(resolved, image=self.image, cluster_dir=str(session.folder))
-        self.plan = on_nodes(plan, session, resolved)
-        script = launch_script(self.plan, str(session.folder), needed_files(resolved.spec))
-        self.script.write_text(script)
+        plan = None
+        if not self.slurm:  # a Slurm job's plan is its batch script (``SlurmCluster``)
+            ssh_plan = launch_plan(resolved, image=self.image, cluster_dir=str(session.folder))
+            plan = self.plan = on_nodes(ssh_plan, session, resolved)
+            script = launch_script(plan, str(session.folder), needed_files(resolved.spec))
+            self.script.write_text(script)
         session.engine.create_network(session.network)
         session.phase("prepare")
         self._check_image()
         session.phase("image check")
-        if self.slurm:
+        if plan is None:
             return SlurmCluster(session, self.workload, self.image)
         if self.launcher.over_ssh:
-            return OverSsh(session, self.workload, self.plan)
-        return EveryNode(session, self.workload, self.plan)
+            return OverSsh(session, self.workload, plan)
+        return EveryNode(session, self.workload, plan)
 
     @property
     def script(self) -> Path:
@@ -205,8 +207,12 @@ def rehearsal_stack(stack: Stack | Spec | None, image_labels: dict[str, str]) ->
 
 def rehearsal_of(stack: Stack | Spec, launcher: str | None) -> Resolved:
     """The stack resolved for a rehearsal with launcher (the spec's by default): slurm
-    rehearses the Slurm scheduler with the launcher its batch tasks run."""
+    rehearses the Slurm scheduler with the spec's launcher where it runs in a batch job,
+    else with the one a batch job runs in its place (named, never picked by sort order)."""
     if launcher == SLURM:
+        own = resolve(stack, scheduler_name=SLURM)
+        if own.launcher.batch:
+            return own
         return resolve(stack, launcher_name=slurm.BATCH_LAUNCHER.name, scheduler_name=SLURM)
     return resolve(stack, launcher_name=launcher)
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from builder.contract import CLUSTER_DIR, REHEARSAL_BASE_LABEL
+from builder.contract import CLUSTER_DIR, JOB_LOGS, REHEARSAL_BASE_LABEL
 from builder.engine.build import run_build
 from builder.errors import BuildError
 from builder.launch.runtimes import none as bare
@@ -27,6 +27,8 @@ from builder.resolved import resolve
 from builder.schedulers.slurm import SCHEDULER, sbatch_script
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.engine.base import Engine
     from builder.rehearse.session import Session
     from builder.rehearse.staging import Workload
@@ -92,6 +94,8 @@ class SlurmCluster:
         self.workload = workload
         self.image = image
         self.controller = f"{session.id}-{CONTROLLER}"
+        self.logs: Path | None = None
+        """The job's logs folder (each node's output, the launcher's files), once it ran."""
 
     def up(self) -> None:
         """The Slurm image, the cluster's config, its containers, every node idle."""
@@ -213,6 +217,10 @@ class SlurmCluster:
         session.phase("job")
         output_file = session.folder / f"{self.workload.spec.name}-{job}.out"
         output = output_file.read_text(errors="replace") if output_file.exists() else ""
+        # each node's output is in its own file (the script's srun --output), after the job's
+        self.logs = session.folder / JOB_LOGS / job
+        nodes = sorted(self.logs.glob("*.out")) if self.logs.is_dir() else []
+        output += "".join(log.read_text(errors="replace") for log in nodes)
         if state not in DONE:
             engine.exec(self.controller, ["scancel", job])
             session.fault(

@@ -28,6 +28,8 @@ from builder.cluster.dsenv import dsenv_for
 from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
 from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
 from builder.launch.runtimes import docker
+from builder.launch.secrets import secret_files
+from builder.output import write_files
 from builder.payload import payload_path
 from builder.rehearse.report import Expected
 from builder.resolved import resolve
@@ -63,6 +65,9 @@ class Workload:
 
     resolved: Resolved
     expected: Expected | None
+    copied: Path | None = None
+    """The user's script, copied into the session's code folder (a Slurm job's nodes see
+    that folder; a mount reaches no slurmd node)."""
 
     @property
     def spec(self) -> Spec:
@@ -89,9 +94,13 @@ def workload_of(
     probe = script is None
     root = CLUSTER_DIR if slurm else str(session.folder)
     code = None
+    copied = None
     if script is None:
         script, args, code = PROBE, (), f"{root}/{CODE}"
         env["BUILDER_PROBE_VALUE"] = PROBE_VALUE
+    elif Path(script).is_file() and slurm:  # into the shared code folder
+        copied = Path(script).resolve()
+        script, code = copied.name, f"{root}/{CODE}"
     elif Path(script).is_file():  # a script on this machine: mount its folder
         local = Path(script).resolve()
         mounts.append(Mount(str(local.parent), USER_SCRIPTS, read_only=True))
@@ -112,14 +121,15 @@ def workload_of(
         script=script,
         args=args,
     )
-    if slurm:
-        cpus = replace(launch.slurm, cpus_per_task=os.cpu_count() or 1)
+    if slurm:  # the machine's CPUs, shared by each node's tasks
+        tasks = launcher.tasks_per_node(launch.slots)
+        cpus = replace(launch.slurm, cpus_per_task=max(1, (os.cpu_count() or 1) // tasks))
         launch = replace(launch, slurm=cpus)
     staged = resolve(replace(resolved.stack, spec=replace(spec, launch=launch)))
     if not probe:
-        return Workload(staged, None)
+        return Workload(staged, None, copied)
     expected_env = staged.run_environment()
-    if launcher.reads_dsenv:
+    if launcher.reads_dsenv and not slurm:  # a batch job's deepspeed runs --no_ssh
         expected_env["BUILDER_PROBE_DSENV"] = DSENV_VALUE
     expected = Expected(
         nodes=names,
@@ -145,14 +155,22 @@ def probed_ops(labels: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(op for op in PROBED_OPS if op in carried)
 
 
-def write_workload(workload: Workload, session: Session, image: str) -> list[Path]:
-    """The bundle `builder bundle` writes, a value only .deepspeed_env carries (as
-    `builder dsenv --set` adds one), and the probe with what it expects."""
+def write_workload(
+    workload: Workload, session: Session, image: str, *, bundle: bool = True
+) -> list[Path]:
+    """The bundle `builder bundle` writes (a Slurm job needs only its secret files), a
+    value only .deepspeed_env carries (as `builder dsenv --set` adds one), and the probe
+    with what it expects."""
     for folder in (CODE, CACHE):
         (session.folder / folder).mkdir(exist_ok=True)
-    written = write_bundle(workload.resolved, session.folder, image=image, force=True)
+    if bundle:
+        written = write_bundle(workload.resolved, session.folder, image=image, force=True)
+    else:
+        written = write_files(secret_files(workload.spec), session.folder, force=True)
     extra = {"BUILDER_PROBE_DSENV": DSENV_VALUE}
     (session.folder / DSENV).write_text(dsenv_for(workload.resolved, extra, None))
+    if workload.copied is not None:
+        shutil.copyfile(workload.copied, session.folder / CODE / workload.copied.name)
     if workload.expected is not None:
         shutil.copyfile(payload_path(PROBE), session.folder / CODE / PROBE)
         settings = {

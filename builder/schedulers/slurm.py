@@ -26,7 +26,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from builder.cluster.hostfile import hosts_from_nodes
-from builder.contract import JOB_HOSTFILE
+from builder.contract import JOB_HOSTFILE, JOB_LOGS
 from builder.errors import Problem, SpecError, UsageError
 from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from builder.spec.records import LaunchSpec
 
 # Left for the batch shell to expand on the node, never quoted away.
+JOB_LOGS_FOLDER = FromShell('"$LOGS"')
+NODE_LOG = FromShell('"$LOGS/%N.out"')
+"""srun's --output: one file per node (srun's %N), its tasks' stdout and stderr."""
 NNODES = FromShell('"$SLURM_NNODES"')
 MASTER = FromShell('"$MASTER_ADDR"')
 ENDPOINT = FromShell('"$MASTER_ADDR:$MASTER_PORT"')
@@ -142,7 +145,8 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
     launch, run, launcher = spec.launch, resolved.runtime, resolved.launcher
     if not launcher.batch:
         raise UsageError(
-            f"launcher {launcher.name!r} cannot run in a Slurm job: {launcher.batch_refusal}",
+            f"launcher {launcher.name!r} (launch.launcher, or --launcher) cannot run in a Slurm "
+            f"job: {launcher.batch_refusal}",
             field="--launcher",
             value=launcher.name,
         )
@@ -150,7 +154,17 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
     if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT, batch=True)
+    logs = f"{cluster_dir}/{JOB_LOGS}"
+    placement = Placement(
+        (),
+        MASTER,
+        JOB,
+        nnodes=NNODES,
+        endpoint=ENDPOINT,
+        batch=True,
+        logs=logs,
+        job_logs=JOB_LOGS_FOLDER,
+    )
     setup, command = prepare(resolved, image, cluster_dir, placement)
     action = run.batch(setup, command)
     exports = [*setup.env, *run.batch_env(setup)]
@@ -171,6 +185,8 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             "port": shell_word(str(launch.master_port)),
             "exports": [_assignment(key, value) for key, value in exports],
             "tasks": str(tasks),
+            "logs": shell_word(f"{logs}/") + '"$SLURM_JOB_ID"',
+            "node_log": NODE_LOG,
             "slots": str(launch.slots),
             "hostfile": _job_hostfile(cluster_dir) if launcher.batch_hostfile else "",
             "srun_options": [shell_word(option) for option in run.srun_options(setup)],

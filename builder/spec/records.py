@@ -27,6 +27,7 @@ from builder.launch import launchers, runtimes
 from builder.launch.actions import bind_problem
 from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
 from builder.launch.secrets import is_secret_name
+from builder.launch.squashfs import squashfs_problem
 from builder.model import field, json_schema
 from builder.platforms.base import FROM_BASE, VERSION_PATTERN
 
@@ -74,6 +75,14 @@ def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
 def _bind_path(path: str) -> str:
     # One side of a bind (``bind_problem``: what docker and apptainer would misread).
     why = bind_problem(path)
+    if why:
+        raise ValueError(f"{shown(path)}: {why}")
+    return path
+
+
+def _squashfs_path(path: str) -> str:
+    # The enroot squashfs on shared storage: one file every node reads (runtime pyxis).
+    why = squashfs_problem(path)
     if why:
         raise ValueError(f"{shown(path)}: {why}")
     return path
@@ -455,7 +464,7 @@ class LaunchSpec:
     )
     squashfs: str | None = field(
         None,
-        check=_bind_path,
+        check=_squashfs_path,
         description=(
             "Runtime pyxis: the image as an enroot squashfs file on shared storage, at the "
             "same path on every node, made once (`builder squashfs IMAGE -o PATH`). Unset, "

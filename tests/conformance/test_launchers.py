@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import shlex
 import subprocess
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from unittest import mock
 
 from hypothesis import example, given, settings
@@ -22,6 +23,9 @@ from builder.launch.plan import launch_plan
 from builder.resolved import resolve
 from builder.spec.check import launcher_problems
 from builder.spec.loader import load_preset
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ARGS = ("--config", "my conf.json", "--name", "it's $HOME; `x`", "--emoji", "✓", "--nl", "a\nb")
 
@@ -199,18 +203,31 @@ def test_an_argument_is_refused_exactly_when_a_parser_would_stop_at_it(
 
 
 def test_the_deepspeed_batch_command_is_what_deepspeeds_parser_reads(
-    deepspeed_runner: Any,
+    deepspeed_runner: Any, tmp_path: Path
 ) -> None:
+    """The srun line as the batch script writes it, read by a real bash (the batch
+    shell: SLURM_NODEID is 0 there), then by the task's sh, where srun made it 1: the
+    node's rank is the task's own."""
     from builder.launch.plan import Placement, prepare
-    from builder.schedulers.slurm import ENDPOINT, JOB, MASTER, NNODES
+    from builder.schedulers.slurm import ENDPOINT, JOB, MASTER, NNODES, shell_line
 
     spec = load_preset("cpu-deepspeed").spec
     resolved = resolve(spec, runtime_name="none", scheduler_name="slurm")
     placement = Placement((), MASTER, JOB, nnodes=NNODES, endpoint=ENDPOINT, batch=True)
     _, command = prepare(resolved, "i:1", "/shared/c", placement)
-    # as the task's shell reads the line: a real bash expands Slurm's variables
-    env = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "MASTER_ADDR": "n1", "PATH": "/usr/bin:/bin"}
-    line = "printf '%s\\0' " + " ".join(command.argv)
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "sh").write_text('#!/bin/bash\nSLURM_NODEID=1 exec /bin/sh "$@"\n')
+    (shims / "deepspeed").write_text("#!/bin/sh\nprintf '%s\\0' deepspeed \"$@\"\n")
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_NODEID": "0",
+        "MASTER_ADDR": "n1",
+        "PATH": f"{shims}:{os.environ['PATH']}",
+    }
+    line = shell_line(command.argv)
     done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, check=True)
     words = done.stdout.decode().split("\0")[:-1]
     args = deepspeed_runner.parse_args(words[1:])

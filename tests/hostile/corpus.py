@@ -1194,4 +1194,4 @@ case("keys-dash-folder", "keys --preset cpu-deepspeed -o -", USAGE, "--cluster-d
 case("bundle-dash-folder", "bundle --preset cpu-deepspeed --cluster-dir -", USAGE, "--cluster-dir")
 
 # The third round, one module per destination; each appends with case().
-from tests.hostile import files_and_options, launch_values  # noqa: E402, F401
+from tests.hostile import files_and_options, launch_values, pyxis  # noqa: E402, F401

@@ -186,3 +186,42 @@ for name, user, field in (
         field,
         files={"stack.yaml": spec(image=f"user: {user}")},
     )
+
+# Slurm's layout: options builder writes itself, contradictions, the list form.
+SLURM = "slurm: {cpus_per_task: 8, %s}"
+for name, slurm, field in (
+    ("extra-nodes", "extra: ['--nodes=4']", "launch.slurm.extra[0]"),
+    ("extra-ntasks", "extra: ['--ntasks-per-node=8']", "launch.slurm.extra[0]"),
+    ("extra-output", "extra: ['--output=/tmp/x']", "launch.slurm.extra[0]"),
+    ("extra-exclusive", "extra: ['--exclusive']", "launch.slurm.extra[0]"),
+    ("extra-gres", "extra: ['--gres=gpu:8']", "launch.slurm.extra[0]"),
+    ("extra-short", "extra: ['-N4']", "launch.slurm.extra[0]"),
+    ("extra-bare", "extra: ['exclusive']", "launch.slurm.extra[0]"),
+    ("extra-blank", "extra: ['--comment=a b']", "launch.slurm.extra[0]"),
+    ("extra-mapping", "extra: {exclusive: ''}", "launch.slurm.extra"),
+    ("gpus-per-task-contradicts", "gpus_per_task: 3", "launch.slurm.gpus_per_task"),
+    ("mem-words", "mem: lots", "launch.slurm.mem"),
+    ("mem-number", "mem: 0", "launch.slurm.mem"),
+    ("gpu-bind-shell", "gpu_bind: 'closest;id'", "launch.slurm.gpu_bind"),
+    ("exclusive-string", "exclusive: 'yes'", "launch.slurm.exclusive"),
+):
+    case(
+        f"slurm-{name}",
+        ("slurm", "stack.yaml"),
+        SPEC,
+        field,
+        files={"stack.yaml": spec(launch=f"slots: 2\n{SLURM % slurm}")},
+    )
+case(
+    "launch-srun-launcher",
+    "launch --preset cpu-deepspeed --launcher srun",
+    USAGE,
+    "--launcher",
+)
+case(
+    "slurm-gaudi-spawn",
+    ("slurm", "stack.yaml", "--launcher", "mpirun"),
+    USAGE,
+    "--launcher",
+    files={"stack.yaml": spec(image="openmpi: true", launch=SLURM % "partition: p")},
+)

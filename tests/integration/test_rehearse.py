@@ -56,11 +56,71 @@ def test_probe_passes_on_every_rank(launcher: str, nodes: int) -> None:
 
 
 @pytest.mark.usefixtures("clean")
-def test_slurm_runs_the_generated_script_to_completed() -> None:
-    outcome = run(2, "slurm")
-    assert outcome.ok, [fault.text() for fault in outcome.faults]
+@pytest.mark.parametrize("launcher", ["deepspeed", "torchrun", "srun"])
+def test_slurm_runs_the_generated_script_to_completed(launcher: str) -> None:
+    """`builder slurm`'s script for the stack's launcher, on a real Slurm: deepspeed as
+    `deepspeed --no_ssh` per node, torchrun's c10d, srun's one task per rank; the right
+    all-reduce on every rank of 2 nodes x 2 ranks, each node's output in its own file."""
+    from builder.engine import connect
+    from builder.rehearse.run import Rehearsal, rehearsal_of
+
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, launcher=launcher))
+    with Rehearsal(rehearsal_of(spec, "slurm"), image=IMAGE, engine=connect(), nodes=2) as run:
+        run.up()
+        outcome = run.job()
+        assert outcome.ok, [fault.text() for fault in outcome.faults]
+        assert run.workload.resolved.launcher.name == launcher
+        logs = run.strategy.logs  # type: ignore[union-attr]
+        assert logs is not None
+        assert sorted(path.name for path in logs.glob("*.out")) == ["node1.out", "node2.out"]
     assert [row.rank for row in outcome.rows] == list(range(2 * SLOTS))
+    assert {row.sum for row in outcome.rows} == {2 * SLOTS * (2 * SLOTS + 1) / 2}
     assert "slurm ready" in [name for name, _ in outcome.phases]
+
+
+FAILS_ON_RANK_3 = """\
+import os, sys
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    dist.init_process_group("gloo")
+    dist.barrier()
+    if dist.get_rank() == 3:
+        raise RuntimeError("rank 3 gives up")
+    dist.barrier()
+
+main()
+"""
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_failing_rank_on_node2_is_named_with_its_traceback(tmp_path: Path) -> None:
+    """torchrun under Slurm: rank 3 (node2) fails; the job fails naming node2, the batch
+    script's last lines name the rank, and its traceback is in the shared error file."""
+    from builder.engine import connect
+    from builder.rehearse.run import Rehearsal, rehearsal_of
+
+    script = tmp_path / "fails.py"
+    script.write_text(FAILS_ON_RANK_3)
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, launcher="torchrun"))
+    resolved = rehearsal_of(spec, "slurm")
+    with Rehearsal(
+        resolved, image=IMAGE, engine=connect(), nodes=2, script=str(script), timeout=120
+    ) as run:
+        run.up()
+        outcome = run.job()
+        logs = run.strategy.logs  # type: ignore[union-attr]
+        assert logs is not None
+        error = json.loads((logs / "error-node2.json").read_text())
+        main = next((run.session.folder).glob(f"{spec.name}-*.out")).read_text()
+    assert not outcome.ok
+    assert "node2" in {fault.node for fault in outcome.faults}, [f.text() for f in outcome.faults]
+    assert "rank 3 gives up" in json.dumps(error)
+    assert "job: the first failure: rank 3 on node2" in main, main[-2000:]
 
 
 @pytest.mark.usefixtures("clean")

@@ -293,7 +293,13 @@ def test_shell_completion_is_installable_and_completes_commands_and_choices(
 
     assert completed("builder re") == ["render", "rehearse"]
     assert completed("builder render --format a") == ["apptainer", "all"]
-    assert completed("builder launch --runtime ") == ["apptainer", "docker", "none", "singularity"]
+    assert completed("builder launch --runtime ") == [
+        "apptainer",
+        "docker",
+        "none",
+        "pyxis",
+        "singularity",
+    ]
     assert "torchrun" in completed("builder bundle --launcher t")
     assert completed("builder build --progress ") == ["auto", "tty", "plain", "quiet"]
     assert completed("builder render --preset cpu") == ["cpu-deepspeed"]
@@ -304,9 +310,9 @@ def test_shell_completion_is_installable_and_completes_commands_and_choices(
     [
         ("render", "--format", "[docker|apptainer|all]"),
         ("lint", "--format", "[docker|apptainer|all]"),
-        ("launch", "--runtime", "[apptainer|docker|none|singularity]"),
+        ("launch", "--runtime", "[apptainer|docker|none|pyxis|singularity]"),
         ("bundle", "--launcher", "[deepspeed|gaudi_spawn|mpirun|srun|torchrun]"),
-        ("slurm", "--runtime", "[apptainer|docker|none|singularity]"),
+        ("slurm", "--runtime", "[apptainer|docker|none|pyxis|singularity]"),
         ("build", "--progress", "[auto|tty|plain|quiet]"),
         ("sif", "--program", "[apptainer|singularity]"),
         ("rehearse", "--launcher", "[deepspeed|mpirun|torchrun|slurm]"),

@@ -104,5 +104,10 @@ def test_a_new_launcher_changes_neither_the_slurm_script_nor_the_slurm_rehearsal
     )
     assert after == before
     rehearsal = rehearsal_of(load_preset("cpu-deepspeed"), "slurm")
-    assert rehearsal.launcher.name == "torchrun"
+    assert rehearsal.launcher.name == "deepspeed"  # the spec's own: it runs in batch jobs
     assert rehearsal.scheduler.batch
+    # one that cannot (mpirun) is rehearsed with the named batch launcher, not sort order
+    mpirun = load_preset("cpu-deepspeed").spec
+    image = replace(mpirun.image, openmpi=True)
+    mpirun = replace(mpirun, image=image, launch=replace(mpirun.launch, launcher="mpirun"))
+    assert rehearsal_of(mpirun, "slurm").launcher.name == "torchrun"

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from builder.spec.records import Spec
 
 
+def command_line(text: str) -> str:
+    """The srun step's command: the script's line that ends in `|| status=$?`."""
+    (line,) = [line for line in text.splitlines() if line.endswith(" || status=$?")]
+    return line.removesuffix(" || status=$?").strip()
+
+
 def with_slurm(spec: Spec, **changes: object) -> Spec:
     """spec with launch.slurm changed."""
     slurm = replace(spec.launch.slurm, **changes)  # type: ignore[arg-type]
@@ -84,10 +90,11 @@ def test_options_from_the_spec() -> None:
 def test_apptainer_reinjects_the_environment_and_uses_the_sif() -> None:
     text = script(runtime="apptainer")
     assert "export APPTAINERENV_NCCL_DEBUG=WARN" in text
-    # torchrun reads nothing of the cluster folder: only the code and the cache are bound
+    # torchrun reads nothing of the cluster folder: the code, the cache and the job's logs
     assert (
         "apptainer exec --cleanenv --nv --bind /shared/project:/workspace "
-        "--bind /shared/cache:/shared/cache --pwd /workspace t-1.sif torchrun" in text
+        "--bind /shared/cache:/shared/cache --bind /shared/c/logs:/shared/c/logs "
+        "--pwd /workspace t-1.sif sh -c " in text
     )
     assert "export APPTAINERENV_HF_HOME=/shared/cache/huggingface" in text
     assert '--rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$SLURM_JOB_ID"' in text
@@ -95,7 +102,7 @@ def test_apptainer_reinjects_the_environment_and_uses_the_sif() -> None:
 
 def test_docker_runs_in_the_foreground_and_removes_the_container() -> None:
     text = script(runtime="docker")
-    run_line = text.splitlines()[-1]
+    run_line = command_line(text)
     assert " -- docker run --rm --network host --gpus all" in run_line
     assert "--detach" not in run_line
 
@@ -123,8 +130,10 @@ def test_deepspeed_runs_no_ssh_on_every_node_from_the_jobs_hostfile() -> None:
     hostfile = '/shared/c/hostfile-"$SLURM_JOB_ID"'
     assert f"printf '%s slots=2\\n' \"${{nodes[@]}}\" > {hostfile}\n" in text
     line = text.split("--kill-on-bad-exit=1")[1]
-    assert f'deepspeed --hostfile {hostfile} --master_addr "$MASTER_ADDR" --no_ssh' in line
-    assert '--node_rank "$SLURM_NODEID" --master_port 29500 train.py' in line
+    # the node's rank is read in the task (the batch shell's SLURM_NODEID is always 0)
+    by_node = 'sh -c \'exec deepspeed --node_rank "$SLURM_NODEID" "$@"\' deepspeed-node'
+    assert f'{by_node} --hostfile {hostfile} --master_addr "$MASTER_ADDR" --no_ssh' in line
+    assert "--master_port 29500 train.py" in line
     assert "#SBATCH --ntasks-per-node=1\n" in text
     assert "pdsh" not in line
 
@@ -417,10 +426,10 @@ def test_each_node_checks_its_paths_before_the_launcher(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()
     text = script(runtime="none", code=str(code), cache=str(tmp_path / "cache"))
-    line = text.splitlines()[-1].strip()
+    line = command_line(text)
     assert "/etc/builder/cluster" not in text  # torchrun binds no cluster folder
     check, _, rest = line.rpartition(" -- ")
-    assert rest.startswith(f'sh -c \'cd "$0" && exec "$@"\' {code} torchrun ')
+    assert rest.startswith(f'sh -c \'cd "$0" && exec "$@"\' {code} sh -c \'node=$(hostname);')
     run = subprocess.run(
         ["bash", "-c", f"{check} -- echo started"], capture_output=True, text=True, check=False
     )

@@ -53,6 +53,9 @@ class LaunchContext:
     batch: bool = False
     """Every node's task is started by srun in a batch job (nodes and master are the
     job's, known only to its shell): no launcher reaches another node."""
+    logs: str = ""
+    """A batch job's logs folder as the task's shell writes it (shared storage, seen at
+    the same path in the runtime): where a launcher puts its ranks' logs and errors."""
     secrets: tuple[str, ...] = ()
     """Names of the secret variables: already in the launcher's own environment (the
     bundle's 0600 files put them there); a launcher forwards them by name only."""

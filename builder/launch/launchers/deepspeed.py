@@ -147,6 +147,11 @@ LAUNCH_OPTIONS = (
 )
 
 
+BY_NODE = 'exec deepspeed --node_rank "$SLURM_NODEID" "$@"'
+"""A batch task's deepspeed: its node's rank from Slurm, in the task."""
+NODE = ("SLURM_NODEID",)
+
+
 class DeepSpeed(Launcher):
     name = "deepspeed"
     over_ssh = True
@@ -231,8 +236,9 @@ class DeepSpeed(Launcher):
         hostfile = FromShell(shlex.quote(f"{context.cluster}/{JOB_HOSTFILE}") + '"$SLURM_JOB_ID"')
         argv = deepspeed_argv(launch, hostfile=hostfile, master_addr=context.master, nnodes=1)
         at = argv.index("--master_port")
-        argv[at:at] = ["--no_ssh", "--node_rank", FromShell('"$SLURM_NODEID"')]
-        return LauncherCommand(tuple(argv), inherit=("SLURM_NODEID", "SLURM_JOB_ID"))
+        argv[at:at] = ["--no_ssh"]
+        # the node's rank is the task's own: read in the task, never in the batch shell
+        return LauncherCommand(("sh", "-c", BY_NODE, "deepspeed-node", *argv[1:]), inherit=NODE)
 
 
 LAUNCHER = DeepSpeed()

@@ -121,6 +121,14 @@ TORCHRUN_OPTIONS = (
 """torch.distributed.run's long options (torch 2.13), which read the script's arguments."""
 
 
+LOGGED = (
+    'node=$(hostname); export TORCHELASTIC_ERROR_FILE="$0/error-$node.json"; '
+    'exec torchrun --log-dir "$0/ranks-$node" --tee 3 "$@"'
+)
+"""What a batch task runs: torchrun with its logs and error file under the job's logs
+folder ($0), one of each per node."""
+
+
 class Torchrun(Launcher):
     name = "torchrun"
     commands = ("torchrun",)
@@ -136,6 +144,11 @@ class Torchrun(Launcher):
             rdzv_id=context.rdzv_id,
             endpoint=context.rendezvous,
         )
+        if context.logs:
+            # each node's torchrun: its ranks' own logs (and the console's, --tee) under the
+            # job's logs folder, and its error summary (the first failing rank, its
+            # traceback where the script uses @record) in error-NODE.json beside them
+            return LauncherCommand(("sh", "-c", LOGGED, context.logs, *argv[1:]))
         return LauncherCommand(tuple(argv))
 
     def failures(self, output: str) -> list[NodeFailure]:

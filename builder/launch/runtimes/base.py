@@ -42,6 +42,9 @@ class Setup:
     the secret variables."""
     secrets: tuple[str, ...] = ()
     """Names of the secret variables, which reach the node from the bundle's 0600 files."""
+    logs: str | None = None
+    """A batch job's logs folder on shared storage, bound at its own path: the ranks'
+    own logs and error files go there."""
     bind_cluster: bool = True
     """The launcher reads the cluster folder (hostfile, .deepspeed_env, keys for sshd);
     torchrun needs none of it, and a bind it does not need is one more path to miss."""
@@ -70,6 +73,8 @@ class Setup:
         if launch.cache:
             binds.append(Bind(launch.cache, launch.cache))
         binds += [Bind(m.source, m.target, m.read_only) for m in launch.mounts]
+        if self.logs:
+            binds.append(Bind(self.logs, self.logs))
         return tuple(binds)
 
     @property
