@@ -357,7 +357,8 @@ class Slurm:
         choices=runtimes.names,
         description=(
             "Runtime of the batch script (`builder slurm --runtime` overrides): apptainer, "
-            "singularity or none. Not launch.runtime: docker under srun escapes the job."
+            "singularity, pyxis (enroot containers made by srun) or none. Not "
+            "launch.runtime: docker under srun escapes the job."
         ),
     )
     docker: bool = field(
