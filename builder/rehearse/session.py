@@ -6,6 +6,7 @@ in a session; none reaches into another's state.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import shutil
 import tempfile
 import time
@@ -143,9 +144,9 @@ class Session:
             key, value = self.label
             self.say(
                 f"kept: containers {', '.join(n.container for n in self.nodes)} on network "
-                f"{self.network}, bundle {self.folder}; remove with "
-                f"`docker rm -f $(docker ps -aq --filter label={key}={value})` "
-                f"and `docker network rm {self.network}`"
+                f"{self.network}, bundle {self.folder} (it holds the cluster's private key); "
+                f"remove with `docker rm -f $(docker ps -aq --filter label={key}={value})`, "
+                f"`docker network rm {self.network}` and `rm -rf {shlex.quote(str(self.folder))}`"
             )
             return
         try:

@@ -169,3 +169,22 @@ def test_the_ops_a_rehearsal_asks_for_come_from_the_images_labels() -> None:
     assert probed_ops({**cpu, ACCELERATOR_LABEL: "cuda"}) == ()  # built for its GPUs
     assert probed_ops({ACCELERATOR_LABEL: "cpu"}) == ()  # built before, or with []
     assert probed_ops({}) == ()
+
+
+def test_keep_says_how_to_remove_the_bundle_too() -> None:
+    """--keep leaves the bundle, which holds the cluster's private key: its clean-up hint
+    names it (and a real sh removes it with the hint's own command)."""
+    import shlex
+    import subprocess
+
+    from builder.rehearse.session import Session
+
+    said: list[str] = []
+    session = Session(None, nodes=2, launcher="torchrun", timeout=1.0, say=said.append)  # type: ignore[arg-type]
+    session.teardown(keep=True)
+    (hint,) = said
+    assert "private key" in hint
+    remove = hint.rsplit("`", 2)[-2]
+    assert remove == f"rm -rf {shlex.quote(str(session.folder))}"
+    subprocess.run(["sh", "-c", remove], check=True)
+    assert not session.folder.exists()
