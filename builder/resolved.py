@@ -72,12 +72,19 @@ class Resolved:
         return replace(self, stack=replace(self.stack, spec=spec))
 
     def run_environment(self) -> dict[str, str]:
-        """What every rank's environment gets: the platform's advice, the fabric's, the
-        interface of launch.socket_ifname for each of its collective libraries, then
-        launch.env."""
+        """What every rank's environment gets: the platform's advice, the launcher's
+        policy (torchrun's restarts), the fabric's, the interface of launch.socket_ifname
+        for each of its collective libraries, then launch.env."""
         interface = self.spec.launch.socket_ifname
         sockets = dict.fromkeys(self.platform.socket_variables, interface) if interface else {}
-        return {**self.platform.run_env(), **self.network.env, **sockets, **self.spec.launch.env}
+        launch = self.spec.launch
+        return {
+            **self.platform.run_env(),
+            **self.launcher.run_env(launch),
+            **self.network.env,
+            **sockets,
+            **launch.env,
+        }
 
 
 def resolve(

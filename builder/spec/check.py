@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from builder import platforms
+from builder.cluster.nodelist import count_nodelist
 from builder.contract import CLUSTER_DIR, TORCH_DIR, VENV
 from builder.fabrics import FABRICS
 from builder.launch import launchers
@@ -69,6 +70,15 @@ def run_problems(spec: Spec) -> Problems:
                 "image.ssh.port",
                 "22 is the host's own sshd: with host networking the image's sshd cannot "
                 "listen there; choose another port (default 3022)",
+            )
+        )
+    nodes = sum(map(count_nodelist, launch.nodes))
+    if launch.min_nodes is not None and launch.min_nodes > nodes:
+        problems.append(
+            (
+                "launch.min_nodes",
+                f"{launch.min_nodes} is more than the {nodes} node(s) of launch.nodes: the "
+                "run could never start; give at most that many",
             )
         )
     targets = [("launch.cache", launch.cache)] if launch.cache else []

@@ -425,6 +425,36 @@ class LaunchSpec:
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
     master_addr: str | None = field(None, description="Default: the first node.")
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
+    restarts: int = field(
+        0,
+        ge=0,
+        le=100,
+        description=(
+            "How many times the launcher restarts every rank after one fails (torchrun "
+            "--max-restarts); the script resumes from its own checkpoint, which must be on "
+            "storage every node sees (launch.code or launch.cache). torchrun only: "
+            "DeepSpeed's, gaudi_spawn's and mpirun's launchers have none."
+        ),
+    )
+    min_nodes: int | None = field(
+        None,
+        ge=1,
+        le=MAX_HOSTS,
+        description=(
+            "Elastic: the run starts, and goes on after losing nodes, with at least this many "
+            "of launch.nodes (torchrun --nnodes MIN:MAX). torchrun only."
+        ),
+    )
+    rendezvous_timeout: int | None = field(
+        None,
+        ge=10,
+        le=86400,
+        description=(
+            "Seconds each node waits for the others to join the rendezvous, at the start and "
+            "after a restart (torchrun --rdzv-conf join_timeout; torch's default 600). "
+            "torchrun only."
+        ),
+    )
     socket_ifname: str | None = field(
         None,
         pattern=r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$",

@@ -238,3 +238,16 @@ def test_the_deepspeed_batch_command_is_what_deepspeeds_parser_reads(
         1,
     )
     assert (args.user_script, args.master_port) == ("train.py", 29500)
+
+
+def test_a_restart_policy_is_what_torchs_parser_reads(torchrun_parser: Any) -> None:
+    """launch.restarts, min_nodes and rendezvous_timeout as torch.distributed.run reads
+    them, in the ssh plan and the batch script alike (one torchrun_argv)."""
+    spec = load_preset("cpu-deepspeed").spec
+    launch = replace(
+        spec.launch, launcher="torchrun", restarts=3, min_nodes=1, rendezvous_timeout=120
+    )
+    argv = torchrun_argv(launch, nnodes=2, master_addr="n1", rdzv_id="r")
+    args = torchrun_parser.parse_args(argv[1:])
+    assert (args.max_restarts, args.nnodes, args.rdzv_conf) == (3, "1:2", "join_timeout=120")
+    assert args.training_script == "train.py"

@@ -225,3 +225,31 @@ case(
     "--launcher",
     files={"stack.yaml": spec(image="openmpi: true", launch=SLURM % "partition: p")},
 )
+
+# A restart policy: ranges, and launchers that have none.
+for name, launch, field in (
+    ("restarts-negative", "launcher: torchrun\nrestarts: -1", "launch.restarts"),
+    ("restarts-huge", "launcher: torchrun\nrestarts: 1000", "launch.restarts"),
+    ("restarts-string", "launcher: torchrun\nrestarts: '3'", "launch.restarts"),
+    ("restarts-deepspeed", "restarts: 2", "launch.restarts"),
+    ("min-nodes-zero", "launcher: torchrun\nmin_nodes: 0", "launch.min_nodes"),
+    ("min-nodes-more", "launcher: torchrun\nmin_nodes: 3", "launch.min_nodes"),
+    ("min-nodes-deepspeed", "min_nodes: 1", "launch.min_nodes"),
+    (
+        "rdzv-timeout-small",
+        "launcher: torchrun\nrendezvous_timeout: 1",
+        "launch.rendezvous_timeout",
+    ),
+    (
+        "rdzv-timeout-float",
+        "launcher: torchrun\nrendezvous_timeout: 1.5",
+        "launch.rendezvous_timeout",
+    ),
+):
+    case(
+        f"policy-{name}",
+        "launch stack.yaml",
+        SPEC,
+        field,
+        files={"stack.yaml": spec(launch=launch)},
+    )

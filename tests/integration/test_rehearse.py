@@ -328,3 +328,44 @@ def test_slurm_images_of_images_that_were_rebuilt_are_dropped(
             engine.remove_image(reference)
         for image_id in [*derived.values(), *made.values()]:
             engine.remove_image(image_id)
+
+
+RESTARTS_ONCE = """\\
+import os
+from pathlib import Path
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank, attempt = dist.get_rank(), os.environ["TORCHELASTIC_RESTART_COUNT"]
+shared = Path(os.environ["HF_HOME"]).parent  # launch.cache: every node sees it
+(shared / f"attempt-{attempt}-rank-{rank}").write_text("")
+dist.barrier()
+if rank == 3 and attempt == "0":
+    raise SystemExit("rank 3 fails on the first attempt")
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_restart_policy_restarts_every_rank_across_nodes(tmp_path: Path) -> None:
+    """launch.restarts on 2 nodes: rank 3 (node2) fails on the first attempt, torchrun
+    restarts every rank on both nodes, and the second attempt finishes (with torch's
+    shared rendezvous store turned off, which builder sets: pytorch/pytorch#135712)."""
+    from builder.engine import connect
+    from builder.rehearse.run import Rehearsal, rehearsal_of
+
+    script = tmp_path / "restarts.py"
+    script.write_text(RESTARTS_ONCE)
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, launcher="torchrun", restarts=1))
+    resolved = rehearsal_of(spec, None)
+    with Rehearsal(
+        resolved, image=IMAGE, engine=connect(), nodes=2, script=str(script), timeout=180
+    ) as run:
+        run.up()
+        outcome = run.job()
+        marks = sorted(path.name for path in (run.session.folder / "cache").glob("attempt-*"))
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    assert marks == [f"attempt-{a}-rank-{r}" for a in (0, 1) for r in range(2 * SLOTS)]

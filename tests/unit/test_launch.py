@@ -16,6 +16,7 @@ from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
 from builder.launch.plan import launch_plan
 from builder.resolved import resolve
 from builder.schedulers.slurm import sbatch_script
+from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset
 from builder.spec.records import Mount, Spec
 
@@ -408,3 +409,31 @@ def test_without_code_a_bare_launcher_checks_its_folder_where_it_starts(tmp_path
         done = subprocess.run(probe.argv(), cwd=folder, capture_output=True, text=True, check=False)
         assert (done.returncode == 0) == ok, done.stderr
         assert ok or "launch.code" in done.stderr
+
+
+def test_a_restart_policy_reaches_every_scheduler_with_its_workaround() -> None:
+    """torchrun restarts its ranks; across nodes torch's shared rendezvous store breaks
+    the restart (pytorch/pytorch#135712), so the ranks get the opt-out."""
+    spec = load_preset("cpu-deepspeed").spec
+    launch = replace(spec.launch, launcher="torchrun", restarts=2, min_nodes=1)
+    spec = replace(spec, launch=launch)
+    plan = launch_plan(resolve(spec), image="i:1", cluster_dir="/c")
+    argv = plan.steps[0].argv
+    assert argv[argv.index("--max-restarts") + 1] == "2"
+    assert argv[argv.index("--nnodes") + 1] == "1:2"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in argv
+    slurm = sbatch_script(resolve(spec, scheduler_name="slurm"), image="i:1", cluster_dir="/c")
+    assert "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in slurm
+    assert '--nnodes 1:"$SLURM_NNODES"' in slurm
+    assert "--max-restarts 2" in slurm
+    # no policy, no variable
+    plain = resolve(load_preset("cpu-deepspeed").spec, launcher_name="torchrun")
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in plain.run_environment()
+
+
+@pytest.mark.parametrize("launcher", ["deepspeed", "srun"])
+def test_launchers_without_restarts_refuse_a_policy(launcher: str) -> None:
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, launch=replace(spec.launch, launcher=launcher, restarts=1))
+    problems = dict(check_spec(spec))
+    assert "launcher torchrun" in problems["launch.restarts"]

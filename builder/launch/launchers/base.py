@@ -116,6 +116,15 @@ class Launcher:
     """Runs only as a Slurm job's tasks (srun starts every rank): never in an ssh plan."""
     batch_hostfile: ClassVar[bool] = False
     """In a batch job it reads a hostfile of the job's nodes, which the script writes."""
+    elastic: ClassVar[bool] = False
+    """Restarts its ranks (launch.restarts), runs on fewer nodes (launch.min_nodes), and
+    takes a rendezvous timeout."""
+    not_elastic: ClassVar[str] = (
+        "its launcher restarts nothing: use launcher torchrun (DeepSpeed's engine reads "
+        "torchrun's RANK, LOCAL_RANK and WORLD_SIZE), or relaunch the run and resume from "
+        "the script's last checkpoint"
+    )
+    """What to do instead, for a launcher that is not elastic."""
     batch_task: ClassVar[str] = ""
     """What each of its Slurm tasks runs, for people to read."""
     batch_refusal: ClassVar[str] = ""
@@ -174,9 +183,22 @@ class Launcher:
         does not say which node a line is from)."""
         return tail(output)
 
+    def run_env(self, launch: LaunchSpec) -> dict[str, str]:  # noqa: ARG002 - a launcher's own
+        """Variables every rank needs for this launcher's policy (launch.env overrides)."""
+        return {}
+
     def problems(self, image: ImageSpec, launch: LaunchSpec) -> Problems:
         """What this launcher needs from the image (also checked for --launcher overrides)."""
         problems: Problems = [
+            (where, f"{self.name}: {self.not_elastic}")
+            for where, value in (
+                ("launch.restarts", launch.restarts),
+                ("launch.min_nodes", launch.min_nodes),
+                ("launch.rendezvous_timeout", launch.rendezvous_timeout),
+            )
+            if value and not self.elastic
+        ]
+        problems += [
             ("launch.launcher", f"{self.name} {tool.lacking}")
             for tool in self.needs
             if not tool.present(image)

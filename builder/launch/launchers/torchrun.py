@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from builder.launch.launchers.base import LaunchContext, Launcher, LauncherCommand
+from builder.launch.launchers.base import FromShell, LaunchContext, Launcher, LauncherCommand
 from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
@@ -51,10 +51,17 @@ def torchrun_argv(
     MASTER:PORT (a batch script's "$MASTER_ADDR:$MASTER_PORT")."""
     # a str stays itself (str() would drop FromShell, a value the batch shell expands)
     count = nnodes if isinstance(nnodes, str) else str(nnodes)
+    if launch.min_nodes is not None:  # elastic: MIN:MAX, MAX the batch shell's own where it is
+        elastic = f"{launch.min_nodes}:{count}"
+        count = FromShell(elastic) if isinstance(count, FromShell) else elastic
     argv = ["torchrun", "--nnodes", count, "--nproc-per-node", str(launch.slots)]
+    if launch.restarts:
+        argv += ["--max-restarts", str(launch.restarts)]
     if node_rank is None:
         rendezvous = endpoint or f"{master_addr}:{launch.master_port}"
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous, "--rdzv-id", rdzv_id]
+        if launch.rendezvous_timeout is not None:
+            argv += ["--rdzv-conf", f"join_timeout={launch.rendezvous_timeout}"]
     else:
         argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
         argv += ["--master-port", str(launch.master_port)]
@@ -129,10 +136,20 @@ LOGGED = (
 folder ($0), one of each per node."""
 
 
+RESTART_WORKAROUND = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+"""With restarts across nodes, torch's c10d rendezvous shares its TCP store with the
+ranks, and a restart reads the stale peer addresses of the attempt before: every restart
+dies in init_process_group ("Gloo connectFullMesh failed ... Connection refused";
+pytorch/pytorch#135712, seen with torch 2.13 in builder's rehearsal). Turning the
+sharing off makes the restart work; launch.env can set it back to 0 once the image's
+torch has the fix."""
+
+
 class Torchrun(Launcher):
     name = "torchrun"
     commands = ("torchrun",)
     batch = True
+    elastic = True
     batch_task = "running the same torchrun (c10d rendezvous on the first node)"
     script_arg_parsers = (TORCHRUN_OPTIONS,)
 
@@ -150,6 +167,9 @@ class Torchrun(Launcher):
             # traceback where the script uses @record) in error-NODE.json beside them
             return LauncherCommand(("sh", "-c", LOGGED, context.logs, *argv[1:]))
         return LauncherCommand(tuple(argv))
+
+    def run_env(self, launch: LaunchSpec) -> dict[str, str]:
+        return dict(RESTART_WORKAROUND) if launch.restarts else {}
 
     def failures(self, output: str) -> list[NodeFailure]:
         """The rank torchrun's error summary names as the root cause (first failure)."""
