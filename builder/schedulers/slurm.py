@@ -151,6 +151,13 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             value=launcher.name,
         )
     check_pair(resolved)
+    if "%" in cluster_dir:  # srun's --output reads %N, %j, ... in the whole path
+        raise UsageError(
+            f"--cluster-dir {cluster_dir!r}: the job's logs go under it, and srun's --output "
+            "reads every '%' of that path as a pattern (%N, %j, ...): use a folder without '%'",
+            field="--cluster-dir",
+            value=cluster_dir,
+        )
     if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))

@@ -253,3 +253,10 @@ for name, launch, field in (
         field,
         files={"stack.yaml": spec(launch=launch)},
     )
+case(
+    "slurm-cluster-dir-percent",
+    ("slurm", "stack.yaml", "--cluster-dir", "c%N"),
+    USAGE,
+    "--cluster-dir",
+    files={"stack.yaml": spec(launch=SLURM % "partition: p")},
+)

@@ -445,3 +445,22 @@ def test_each_node_checks_its_paths_before_the_launcher(tmp_path: Path) -> None:
         ["bash", "-c", f"{check} -- echo started"], capture_output=True, text=True, check=True
     )
     assert run.stdout == "started\n"
+
+
+@pytest.mark.parametrize("folder", ["/shared/a$b", "/shared/a'b", '/shared/a"b', "/shared/a b"])
+def test_a_cluster_folder_of_shell_characters_stays_literal(folder: str, tmp_path: Path) -> None:
+    """The logs folder and the job's hostfile are written under it: quoted, shellcheck-clean."""
+    spec = load_preset("cpu-deepspeed").spec
+    path = tmp_path / "job.sbatch"
+    path.write_text(
+        sbatch_script(
+            resolve(spec, runtime_name="none", scheduler_name="slurm"),
+            image="i:1",
+            cluster_dir=folder,
+        )
+    )
+    subprocess.run([real_tool("shellcheck"), str(path)], check=True)
+    logs = next(line for line in path.read_text().splitlines() if line.startswith("LOGS="))
+    probe = f'SLURM_JOB_ID=7; {logs}; printf %s "$LOGS"'
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout == f"{folder}/logs/7"
