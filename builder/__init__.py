@@ -106,6 +106,8 @@ _EXPORTS: dict[str, str] = {
     "why_not_rehearsed": "builder.rehearse.run",
     "MAX_REHEARSAL_NODES": "builder.rehearse.run:MAX_NODES",
     "rank_table": "builder.rehearse.report",
+    "Kill": "builder.rehearse.faults",
+    "kill_of": "builder.rehearse.faults",
     "ClusterPreflight": "builder.preflight.cluster",
     "PreflightSettings": "builder.preflight.probe:Settings",
     "rehearsed_preflight": "builder.preflight.rehearsal",

@@ -84,6 +84,8 @@ from builder.preflight.probe import Settings as PreflightSettings
 from builder.preflight.rehearsal import rehearsed_preflight as rehearsed_preflight
 from builder.preflight.report import Preflight as Preflight
 from builder.preflight.show import table as preflight_table
+from builder.rehearse.faults import Kill as Kill
+from builder.rehearse.faults import kill_of as kill_of
 from builder.rehearse.report import rank_table as rank_table
 from builder.rehearse.run import MAX_NODES as MAX_REHEARSAL_NODES
 from builder.rehearse.run import rehearsal_launchers as rehearsal_launchers
@@ -119,6 +121,7 @@ __all__ = [
     "Fingerprint",
     "Host",
     "InputError",
+    "Kill",
     "LaunchPlan",
     "NodeImage",
     "OutputFile",
@@ -154,6 +157,7 @@ __all__ = [
     "image_report_text",
     "inspect_image",
     "is_lock_reference",
+    "kill_of",
     "launch_plan",
     "launcher_names",
     "lint_stack",

@@ -35,6 +35,8 @@ JOB_HOSTFILE = "hostfile-"
 """A batch job's hostfile in the cluster folder: this, then the job's id (the script
 writes it from the job's nodes before srun)."""
 DSENV = ".deepspeed_env"
+CHECKPOINTS_VARIABLE = "BUILDER_CHECKPOINTS"
+"""Names launch.checkpoints (the shared checkpoint folder) to every rank."""
 
 VENV = "/opt/venv"
 """The image's virtual environment (its bin/ leads PATH)."""

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from builder.engine.base import ImageInfo, ImageList
 from builder.errors import BuildError, NotInEngine
+from builder.launch.launchers.torchrun import LOGGED
 from builder.payload import payload_text
 from builder.payload.collect import DPKG_QUERY, ENV_NAMES, ENV_PREFIXES
 
@@ -247,6 +248,9 @@ class FakeEngine:
         box = self.container(container)
         return box.stdout + (box.stderr if stderr else "")
 
+    def follow(self, container: str) -> Iterator[str]:
+        yield from self.logs(container).splitlines()
+
     def container_state(self, container: str) -> str:
         return self.container(container).state
 
@@ -372,6 +376,8 @@ class FakeEngine:
 
     def process(self, box: FakeContainer, argv: list[str], env: dict[str, str]) -> Ran:  # noqa: PLR0911
         """argv run in box with env: a program a test plays, or one the fake plays."""
+        if argv[:3] == ["sh", "-c", LOGGED]:  # torchrun with a logs folder ($0, argv[3])
+            argv = ["torchrun", *argv[4:]]
         program = PurePosixPath(argv[0]).name if argv else ""
         tools = box.image.tools
         if program in self.programs and program in tools:

@@ -13,6 +13,7 @@ import typer
 from builder import (
     MAX_REHEARSAL_NODES,
     connect,
+    kill_of,
     rank_table,
     rehearsal_launchers,
     why_not_rehearsed,
@@ -58,9 +59,9 @@ def rehearse(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--script",
-            help="Run this script instead of the probe job: a file here (its folder is "
-            "mounted read-only) or the absolute path of one in the image. Its arguments go "
-            "after --.",
+            help="Run this script instead of the probe job: a file here (copied into the "
+            "nodes' shared code folder, as launch.code on a cluster) or the absolute path "
+            "of one in the image. Its arguments go after --.",
         ),
     ] = None,
     args: Annotated[
@@ -78,6 +79,37 @@ def rehearse(
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the containers, network and bundle up.")
     ] = False,
+    kill: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--kill",
+            metavar="NODE[:LOCAL_RANK]",
+            help="Inject a fault: kill a node's container (node2), or one rank on it "
+            "(node2:1), with SIGKILL; when: --kill-at or --kill-after. torchrun only.",
+        ),
+    ] = None,
+    kill_at: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--kill-at",
+            click_type=Bounded(0, MAX_TIMEOUT),
+            help="Seconds after the nodes started to --kill.",
+        ),
+    ] = None,
+    kill_after: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--kill-after", metavar="TEXT", help="--kill once a line of the script holds TEXT."
+        ),
+    ] = None,
+    back: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--back",
+            click_type=Bounded(0, MAX_TIMEOUT),
+            help="Seconds after --kill NODE to start the node's container again.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the stack's multi-node launch locally: N containers, the emitted commands, a probe."""
@@ -89,6 +121,8 @@ def rehearse(
     check_options(
         image=image, nodes=nodes, launcher=launcher, script=script, args=args, timeout=timeout
     )
+    text_option(kill_after, "--kill-after")
+    fault = kill_of(kill, at=kill_at, after=kill_after, back=back, nodes=nodes)
     outcome = run_rehearsal(
         stack,
         image=image,
@@ -99,6 +133,7 @@ def rehearse(
         args=args or [],
         timeout=timeout,
         keep=keep,
+        kill=fault,
         say=lambda line: print(line, file=sys.stderr, flush=True),
     )
     set_result(outcome.as_data())
@@ -107,6 +142,8 @@ def rehearse(
             typer.echo(rank_table(outcome.rows), nl=False)
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in outcome.phases)
         typer.echo(f"phases: {phases}")
+        for event in outcome.events:
+            typer.echo(f"- {event}")
     if not outcome.ok:
         faults = "\n".join(f"- {fault.text()}" for fault in outcome.faults)
         raise RehearsalFailed(

@@ -104,6 +104,11 @@ class Engine(Protocol):
 
     def logs(self, container: str, *, stderr: bool = True) -> str: ...
 
+    def follow(self, container: str) -> Iterator[str]:
+        """The container's output (stdout and stderr) line by line as it comes, from its
+        start until it stops."""
+        ...
+
     def container_state(self, container: str) -> str:
         """running, exited, ... (NotInEngine when there is no such container)."""
         ...

@@ -267,6 +267,17 @@ class DockerEngine:
         raw: Any = self._container(container).logs(stdout=True, stderr=stderr)
         return bytes(raw).decode(errors="replace")
 
+    def follow(self, container: str) -> Iterator[str]:
+        """The container's output line by line as it comes, until it stops."""
+        chunks: Any = self._container(container).logs(stream=True, follow=True)
+        pending = b""
+        for chunk in chunks:
+            pending += bytes(chunk)
+            *lines, pending = pending.split(b"\n")
+            yield from (line.decode(errors="replace") for line in lines)
+        if pending:
+            yield pending.decode(errors="replace")
+
     def remove_container(self, container: str) -> None:
         from docker.errors import NotFound
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.cluster.nodelist import count_nodelist
+from builder.contract import CHECKPOINTS_VARIABLE
 from builder.errors import UsageError, shown
 from builder.launch import launchers, runtimes
 from builder.launch.actions import bind_problem
@@ -186,12 +187,15 @@ CACHE_FOLDERS = (
 
 
 def cache_environment(spec: Spec) -> dict[str, str]:
-    """The cache variables of launch.cache (bound at its own path in every runtime, so
-    the values are the same everywhere); launch.env may set them otherwise."""
-    if not spec.launch.cache:
-        return {}
-    root = spec.launch.cache.rstrip("/")
-    return {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
+    """The variables of the shared folders bound at their own path in every runtime (so
+    the values are the same everywhere): launch.cache's cache variables and
+    launch.checkpoints' BUILDER_CHECKPOINTS; launch.env may set them otherwise."""
+    launch = spec.launch
+    env = {CHECKPOINTS_VARIABLE: launch.checkpoints} if launch.checkpoints else {}
+    if launch.cache:
+        root = launch.cache.rstrip("/")
+        env |= {name: f"{root}/{folder}" for name, folder in CACHE_FOLDERS}
+    return env
 
 
 def setup_of(
@@ -273,7 +277,8 @@ def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPl
     run, launcher, launch = resolved.runtime, resolved.launcher, resolved.spec.launch
     nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
     master = launch.master_addr or nodes[0]
-    placement = Placement(nodes, master, resolved.spec.name)
+    # launch.logs: each node's launcher writes its ranks' logs (and error file) there
+    placement = Placement(nodes, master, resolved.spec.name, job_logs=launch.logs or "")
     setup, command = prepare(resolved, image, cluster_dir, placement)
     steps: list[NodeStep] = []
     if launcher.over_ssh:

@@ -14,6 +14,7 @@ that act on the nodes in between (a test that breaks one of them).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,10 +22,11 @@ from builder.contract import PRESET_LABEL, SSH_PORT_LABEL
 from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.launch import launchers
 from builder.launch.plan import launch_plan
+from builder.rehearse.faults import Injection
 from builder.rehearse.session import Session
 from builder.rehearse.slurm import SlurmCluster
 from builder.rehearse.ssh import OverSsh
-from builder.rehearse.staging import on_nodes, workload_of, write_workload
+from builder.rehearse.staging import LOGS, PROBE, on_nodes, workload_of, write_workload
 from builder.rehearse.torchrun import EveryNode
 from builder.resolved import resolve
 from builder.schedulers import slurm
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
     from builder.engine.base import Engine
     from builder.launch.plan import LaunchPlan
+    from builder.rehearse.faults import Kill
     from builder.rehearse.session import Outcome
     from builder.resolved import Resolved
     from builder.spec.records import Spec
@@ -82,6 +85,7 @@ class Rehearsal:
         args: Sequence[str] = (),
         timeout: float = 300.0,
         keep: bool = False,
+        kill: Kill | None = None,
         say: Callable[[str], None] = lambda _: None,
     ) -> None:
         launcher = resolved.launcher
@@ -107,9 +111,40 @@ class Rehearsal:
             slurm=self.slurm,
             image_labels=engine.image(image).labels,
         )
+        self.injection = None if kill is None else Injection(self._checked(kill))
+        if script is None and resolved.spec.launch.script != PROBE:
+            say(
+                f"no --script: running builder's probe job, not launch.script "
+                f"({resolved.spec.launch.script}); give --script FILE to rehearse it"
+            )
         self.strategy: Strategy | None = None
         self.plan: LaunchPlan | None = None
         """The plan as it runs on this machine's containers (``prepare``)."""
+
+    def _checked(self, kill: Kill) -> Kill:
+        """A kill this rehearsal can carry out: on a node of it, a rank it runs, under a
+        launcher every node runs (whose restarts and elastic rendezvous are the point)."""
+        if self.slurm or self.launcher.over_ssh:
+            raise UsageError(
+                f"--kill: the {self.outcome.launcher} rehearsal cannot inject faults; they "
+                "are rehearsed with launchers every node runs (torchrun), whose restart "
+                "policy (launch.restarts, launch.min_nodes) is what they test",
+                field="--kill",
+            )
+        slots = self.workload.spec.launch.slots
+        if kill.local_rank is not None and kill.local_rank >= slots:
+            raise UsageError(
+                f"--kill {kill.node}:{kill.local_rank}: each node runs local ranks 0 to "
+                f"{slots - 1} (launch.slots {slots})",
+                field="--kill",
+            )
+        if kill.node == self.session.nodes[0].name and kill.local_rank is None:
+            raise UsageError(
+                f"--kill {kill.node}: the first node hosts the rendezvous (c10d's store), and "
+                "with it the run is gone on every node; kill another node, or one rank",
+                field="--kill",
+            )
+        return kill
 
     @property
     def outcome(self) -> Outcome:
@@ -142,7 +177,8 @@ class Rehearsal:
             return SlurmCluster(session, self.workload, self.image)
         if self.launcher.over_ssh:
             return OverSsh(session, self.workload, plan)
-        return EveryNode(session, self.workload, plan)
+        logs = session.folder / LOGS if resolved.spec.launch.logs else None
+        return EveryNode(session, self.workload, plan, logs=logs, injection=self.injection)
 
     @property
     def script(self) -> Path:
@@ -174,11 +210,23 @@ class Rehearsal:
         """The image has what the launcher needs (a clear message when it does not)."""
         needs = self.launcher.tools
         probe = "for t in " + " ".join(needs) + '; do command -v "$t" >/dev/null || echo "$t"; done'
+        script = self.workload.spec.launch.script
+        in_image = self.workload.expected is None and self.workload.copied is None
+        if in_image:  # --script names a file in the image: there, before any node starts
+            probe += f"; [ -f {shlex.quote(script)} ] || echo NO-SCRIPT"
         try:
             found = self.session.engine.run(self.image, ["-c", probe], entrypoint=["/bin/sh"])
         except BuildError as exc:
             raise UsageError(f"cannot run image {self.image}: {exc}") from None
         missing = found.split()
+        if "NO-SCRIPT" in missing:
+            raise UsageError(
+                f"--script {script}: there is no such file in image {self.image}, nor on this "
+                "machine: give a script file here (it is copied into the nodes' shared code "
+                "folder) or the path of one in the image",
+                field="--script",
+                value=script,
+            )
         if missing:
             raise UsageError(
                 f"image {self.image} lacks {', '.join(missing)}, which the "
@@ -228,6 +276,7 @@ def rehearse(
     args: Sequence[str] = (),
     timeout: float = 300.0,
     keep: bool = False,
+    kill: Kill | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Outcome:
     """Rehearse the stack's run (or the image's) on nodes containers; always torn down
@@ -252,6 +301,7 @@ def rehearse(
         args=args,
         timeout=timeout,
         keep=keep,
+        kill=kill,
         say=say,
     )
     try:

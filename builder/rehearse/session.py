@@ -50,6 +50,12 @@ class Outcome:
     kept: str | None = None
     output: str = ""
     """What the ranks printed on stdout (the job's own output; not in ``as_data``)."""
+    lines: list[dict[str, object]] = field(default_factory=list)
+    """The script's lines, each with its node and rank (where the launcher names them)."""
+    events: list[str] = field(default_factory=list)
+    """What happened on the way: faults injected, nodes back, restarts."""
+    restart_seconds: float | None = None
+    """From an injected kill until every rank of the next attempt was running."""
 
     @property
     def ok(self) -> bool:
@@ -64,6 +70,9 @@ class Outcome:
             "ranks": [vars(row) for row in self.rows],
             "faults": [vars(fault) for fault in self.faults],
             "kept": self.kept,
+            "events": list(self.events),
+            "restart_seconds": self.restart_seconds,
+            "output": list(self.lines),
         }
 
 

@@ -3,8 +3,9 @@
 The spec the plan is made from (``rehearsal_spec``): nodes node1..nodeN, the
 docker runtime, the first node as master, the probe in the session's code
 folder (``launch.code``, as a cluster's shared code folder; or the user's
-script, its folder mounted read-only), the session's cache folder
-(``launch.cache``), and the variables the platform's stand-in needs
+script, copied there), the session's cache, logs and checkpoints folders
+(``launch.cache``, ``launch.logs`` for the launchers that run on every node,
+``launch.checkpoints`` where the spec has one), and the variables the platform's stand-in needs
 (DS_ACCELERATOR=cpu: no GPU here). A Slurm rehearsal's nodes see the
 session folder at the cluster folder's path, and each node's task gets all
 of this machine's CPUs. The plan's own actions then run
@@ -34,7 +35,6 @@ from builder.payload import payload_path
 from builder.rehearse.report import Expected
 from builder.resolved import resolve
 from builder.schedulers.ssh import write_bundle
-from builder.spec.records import Mount
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -50,12 +50,13 @@ PROBE = "probe.py"
 # Reaches each rank through the launcher's own channel, with what quoting breaks on.
 PROBE_VALUE = "a b $HOME 'q' \"dq\" ;|&%h ✓"
 DSENV_VALUE = "only in .deepspeed_env: $x %n 'y'"
-USER_SCRIPTS = "/opt/builder-rehearsal"
 CODE = "code"
 PROBED_OPS = ("cpu_adagrad", "cpu_adam", "cpu_lion")
 """DeepSpeed ops the probe uses when the image has them compiled in (its OPTIMIZERS)."""
 CACHE = "cache"
-"""The session's code and cache folders (launch.code, launch.cache)."""
+LOGS = "logs"
+CHECKPOINTS = "checkpoints"
+"""The session's code, cache, logs and checkpoints folders (launch.code, ...)."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,9 @@ class Workload:
     resolved: Resolved
     expected: Expected | None
     copied: Path | None = None
-    """The user's script, copied into the session's code folder (a Slurm job's nodes see
-    that folder; a mount reaches no slurmd node)."""
+    """The user's script, copied into the session's code folder: shared by every node,
+    as launch.code is on a cluster, so a checkpoint the script writes beside itself is
+    every node's (and a Slurm job's nodes see it, where a mount reaches no slurmd)."""
 
     @property
     def spec(self) -> Spec:
@@ -90,7 +92,6 @@ def workload_of(
     spec = resolved.spec
     launch = spec.launch
     env = dict(launch.env)
-    mounts = list(launch.mounts)
     probe = script is None
     root = CLUSTER_DIR if slurm else str(session.folder)
     code = None
@@ -98,13 +99,16 @@ def workload_of(
     if script is None:
         script, args, code = PROBE, (), f"{root}/{CODE}"
         env["BUILDER_PROBE_VALUE"] = PROBE_VALUE
-    elif Path(script).is_file() and slurm:  # into the shared code folder
+    elif Path(script).is_file():  # into the shared code folder, as on the cluster
         copied = Path(script).resolve()
         script, code = copied.name, f"{root}/{CODE}"
-    elif Path(script).is_file():  # a script on this machine: mount its folder
-        local = Path(script).resolve()
-        mounts.append(Mount(str(local.parent), USER_SCRIPTS, read_only=True))
-        script = f"{USER_SCRIPTS}/{local.name}"
+    elif not script.startswith(spec.image.workdir.rstrip("/") + "/"):
+        code = f"{root}/{CODE}"  # a script in the image, outside the folder code covers
+    # the run's logs where the rehearsal reads them (each rank's, by attempt), and its
+    # checkpoints in a folder every node sees, as launch.logs and launch.checkpoints are
+    every_node = not slurm and not launcher.over_ssh
+    logs = f"{root}/{LOGS}" if every_node and launcher.rank_log else None
+    checkpoints = f"{root}/{CHECKPOINTS}" if launch.checkpoints else None
     for key, value in resolved.platform.rehearsal_env:
         env.setdefault(key, value)
     names = tuple(node.name for node in session.nodes)
@@ -116,7 +120,8 @@ def workload_of(
         master_addr=None,
         code=code,
         cache=f"{root}/{CACHE}",
-        mounts=tuple(mounts),
+        logs=logs,
+        checkpoints=checkpoints,
         env=env,
         script=script,
         args=args,
@@ -161,7 +166,7 @@ def write_workload(
     """The bundle `builder bundle` writes (a Slurm job needs only its secret files), a
     value only .deepspeed_env carries (as `builder dsenv --set` adds one), and the probe
     with what it expects."""
-    for folder in (CODE, CACHE):
+    for folder in (CODE, CACHE, LOGS, CHECKPOINTS):
         (session.folder / folder).mkdir(exist_ok=True)
     if bundle:
         written = write_bundle(workload.resolved, session.folder, image=image, force=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.contract import JOB_HOSTFILE, JOB_LOGS
-from builder.errors import Problem, SpecError, UsageError
+from builder.errors import Problem, SpecError, UsageError, shown
 from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
 from builder.output import OutputFile
@@ -151,17 +151,24 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             value=launcher.name,
         )
     check_pair(resolved)
-    if "%" in cluster_dir:  # srun's --output reads %N, %j, ... in the whole path
+    logs, where = (
+        (launch.logs, "launch.logs")
+        if launch.logs
+        else (
+            f"{cluster_dir}/{JOB_LOGS}",
+            "--cluster-dir",
+        )
+    )
+    if "%" in logs:  # srun's --output reads %N, %j, ... in the whole path
         raise UsageError(
-            f"--cluster-dir {cluster_dir!r}: the job's logs go under it, and srun's --output "
+            f"{where} {shown(logs)}: the job's logs go under it, and srun's --output "
             "reads every '%' of that path as a pattern (%N, %j, ...): use a folder without '%'",
-            field="--cluster-dir",
-            value=cluster_dir,
+            field=where,
+            value=logs,
         )
     if run.outside_the_job and not launch.slurm.docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
-    logs = f"{cluster_dir}/{JOB_LOGS}"
     placement = Placement(
         (),
         MASTER,

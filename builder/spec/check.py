@@ -81,7 +81,7 @@ def run_problems(spec: Spec) -> Problems:
                 "run could never start; give at most that many",
             )
         )
-    targets = [("launch.cache", launch.cache)] if launch.cache else []
+    targets = list(launch.own_path_folders())
     if launch.code:
         targets.insert(0, ("launch.code", image.workdir))
     targets += [(f"launch.mounts[{i}].target", m.target) for i, m in enumerate(launch.mounts)]

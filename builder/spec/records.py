@@ -80,6 +80,24 @@ def _bind_path(path: str) -> str:
     return path
 
 
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev", "/run", "/proc", "/sys")
+"""Folders every node has of its own: a run's logs or checkpoints there are seen by one
+node only, and gone with a restarted container (a memory-backed /tmp, /dev/shm)."""
+
+
+def _shared_path(path: str) -> str:
+    # A folder every node must see: a bind path, and not under a node's own folders.
+    _bind_path(path)
+    local = next((top for top in NODE_LOCAL if path == top or path.startswith(f"{top}/")), None)
+    if local:
+        raise ValueError(
+            f"{shown(path)} is under {local}, which every node has of its own: a rank on "
+            "another node (or a restarted one) would not see what was written there; give "
+            "a folder on shared storage (NFS, Lustre, GPFS, ...), the same path on every node"
+        )
+    return path
+
+
 def _squashfs_path(path: str) -> str:
     # The enroot squashfs on shared storage: one file every node reads (runtime pyxis).
     why = squashfs_problem(path)
@@ -432,7 +450,7 @@ class LaunchSpec:
         description=(
             "How many times the launcher restarts every rank after one fails (torchrun "
             "--max-restarts); the script resumes from its own checkpoint, which must be on "
-            "storage every node sees (launch.code or launch.cache). torchrun only: "
+            "storage every node sees (launch.checkpoints). torchrun only: "
             "DeepSpeed's, gaudi_spawn's and mpirun's launchers have none."
         ),
     )
@@ -484,6 +502,26 @@ class LaunchSpec:
             "subfolders of it."
         ),
     )
+    checkpoints: str | None = field(
+        None,
+        check=_shared_path,
+        description=(
+            "Host folder for the script's checkpoints, on shared storage at the same path on "
+            "every node: mounted at that path, named to every rank in BUILDER_CHECKPOINTS. "
+            "A restarted or requeued run resumes from what is there."
+        ),
+    )
+    logs: str | None = field(
+        None,
+        check=_shared_path,
+        description=(
+            "Host folder for the run's logs, on shared storage at the same path on every "
+            "node, mounted at that path: each rank's output and each node's error file "
+            "(torchrun --log-dir and TORCHELASTIC_ERROR_FILE; deepspeed "
+            "--enable_each_rank_log), and a Slurm job's node logs (default there: the "
+            "cluster folder's logs/)."
+        ),
+    )
     sif: str | None = field(
         None,
         check=_sif_path,
@@ -529,6 +567,16 @@ class LaunchSpec:
         description="The launchers' own keys (gaudi_spawn), as written.",
     )
     slurm: Slurm = field(default_factory=Slurm)
+
+    def own_path_folders(self) -> tuple[tuple[str, str], ...]:
+        """(field, host folder) of each folder bound at its own path in every runtime:
+        launch.cache, launch.checkpoints, launch.logs (those set)."""
+        folders = (
+            ("launch.cache", self.cache),
+            ("launch.checkpoints", self.checkpoints),
+            ("launch.logs", self.logs),
+        )
+        return tuple((where, path) for where, path in folders if path)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from builder.engine import connect
 from builder.errors import NotInEngine
 from builder.rehearse.run import Rehearsal, rehearsal_of
 from builder.rehearse.ssh import ranks_running
-from builder.rehearse.staging import USER_SCRIPTS
 from builder.spec.loader import load_preset
 from tests.integration.images import IMAGE
 
@@ -77,7 +76,7 @@ def sleeping(tmp_path: Path, launcher: str) -> tuple[Rehearsal, str]:
         nodes=2,
         script=str(script),
     )
-    return rehearsal, f"{USER_SCRIPTS}/{script.name}"
+    return rehearsal, script.name  # copied into the shared code folder, run from there
 
 
 def test_ctrl_c_on_the_deepspeed_launcher_stops_every_rank_on_every_node(

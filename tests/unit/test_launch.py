@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.errors import UsageError
+from builder.errors import SpecError, UsageError
 from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
+from builder.launch.launchers.torchrun import LOGGED
 from builder.launch.plan import launch_plan
 from builder.resolved import resolve
 from builder.schedulers.slurm import sbatch_script
 from builder.spec.check import check_spec
-from builder.spec.loader import Stack, load_preset
+from builder.spec.loader import Stack, load_preset, spec_from_dict
 from builder.spec.records import Mount, Spec
 
 if TYPE_CHECKING:
@@ -437,3 +438,95 @@ def test_launchers_without_restarts_refuse_a_policy(launcher: str) -> None:
     spec = replace(spec, launch=replace(spec.launch, launcher=launcher, restarts=1))
     problems = dict(check_spec(spec))
     assert "launcher torchrun" in problems["launch.restarts"]
+
+
+def with_launch(**launch: object) -> Spec:
+    spec = load_preset("cpu-deepspeed").spec
+    return replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
+
+
+def test_shared_logs_and_checkpoints_reach_every_scheduler_at_their_own_path() -> None:
+    """launch.logs and launch.checkpoints: bound at their own path on every node; torchrun
+    writes each node's rank logs and error file into launch.logs (launch.sh and the
+    batch script alike), and every rank finds the checkpoints in BUILDER_CHECKPOINTS."""
+    spec = with_launch(launcher="torchrun", logs="/shared/logs", checkpoints="/shared/ckpt")
+    argv = launch_plan(resolve(spec), image="i:1", cluster_dir="/c").steps[0].argv
+    for folder in ("/shared/logs", "/shared/ckpt"):
+        assert f"{folder}:{folder}" in argv
+    assert "BUILDER_CHECKPOINTS=/shared/ckpt" in argv
+    at = argv.index("-c")
+    assert argv[at + 1] == LOGGED
+    assert argv[at + 2] == "/shared/logs"  # $0 of LOGGED: where ranks-NODE/ and error-NODE.json go
+    assert argv[at + 3 : at + 5] == ("--nnodes", "2")
+    slurm = sbatch_script(resolve(spec, scheduler_name="slurm"), image="i:1", cluster_dir="/c")
+    assert 'LOGS=/shared/logs/"$SLURM_JOB_ID"' in slurm  # not the cluster folder's logs/
+    assert slurm.count("--bind /shared/logs:/shared/logs") == 1  # one bind, not two
+
+
+def test_torchruns_logged_command_runs_as_the_shell_reads_it(tmp_path: Path) -> None:
+    """LOGGED through a real sh, with a stand-in torchrun: the error file is per node and
+    removed before the run, the console prefix asks torch for the global rank."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "torchrun"
+    fake.write_text(
+        '#!/bin/sh\necho "$TORCHELASTIC_ERROR_FILE|$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE|$*"\n'
+    )
+    fake.chmod(0o755)
+    node = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"error-{node}.json"
+    stale.write_text("{}")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    ran = subprocess.run(
+        ["sh", "-c", LOGGED, str(tmp_path), "--nnodes", "2", "train.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert ran.stdout.strip() == (
+        f"{stale}|[rank${{rank}}]:|--log-dir {tmp_path}/ranks-{node} --tee 3 --nnodes 2 train.py"
+    )
+    assert not stale.exists()
+
+
+def test_deepspeed_writes_each_ranks_log_where_launch_logs_says() -> None:
+    spec = with_launch(logs="/shared/logs")
+    plan = launch_plan(resolve(spec), image="i:1", cluster_dir="/c")
+    launch = next(step for step in plan.steps if step.role == "launch")
+    assert "--enable_each_rank_log=/shared/logs/ranks" in launch.argv
+    slurm = sbatch_script(resolve(spec, scheduler_name="slurm"), image="i:1", cluster_dir="/c")
+    assert '--enable_each_rank_log="$LOGS"/ranks train.py' in slurm
+    plain = sbatch_script(
+        resolve(load_preset("cpu-deepspeed").spec, scheduler_name="slurm"),
+        image="i:1",
+        cluster_dir="/c",
+    )
+    assert "--enable_each_rank_log" not in plain  # the node logs hold the ranks' output
+
+
+@pytest.mark.parametrize(
+    ("preset", "launcher"), [("cpu-deepspeed", "mpirun"), ("gaudi-deepspeed", "gaudi_spawn")]
+)
+def test_launchers_without_rank_logs_refuse_launch_logs(preset: str, launcher: str) -> None:
+    spec = load_preset(preset).spec
+    spec = replace(spec, launch=replace(spec.launch, launcher=launcher, logs="/shared/logs"))
+    problems = dict(check_spec(spec))
+    assert "no way to write each rank's output" in problems["launch.logs"]
+
+
+@pytest.mark.parametrize("field", ["logs", "checkpoints"])
+@pytest.mark.parametrize("path", ["/tmp/run", "/var/tmp", "/dev/shm/x", "/run/user/0"])
+def test_node_local_folders_are_refused_for_logs_and_checkpoints(field: str, path: str) -> None:
+    image = {"accelerator": "cpu", "torch": "2.13.0"}
+    data: dict[str, Any] = {"version": 1, "name": "x", "image": image, "launch": {field: path}}
+    with pytest.raises(SpecError) as caught:
+        spec_from_dict(data)
+    assert f"launch.{field}" in str(caught.value)
+    assert "every node has of its own" in str(caught.value)
+
+
+def test_a_logs_folder_with_percent_is_refused_under_slurm() -> None:
+    spec = with_launch(launcher="torchrun", logs="/shared/100%")
+    with pytest.raises(UsageError, match=r"launch.logs '/shared/100%'.*srun's --output"):
+        sbatch_script(resolve(spec, scheduler_name="slurm"), image="i:1", cluster_dir="/c")

@@ -4,20 +4,28 @@ probe's reports are read (the real runs are in tests/integration)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from builder.contract import ACCELERATOR_LABEL, DEEPSPEED_OPS_LABEL, REHEARSAL_LABEL
+from builder.errors import UsageError
+from builder.launch import launchers
 from builder.launch.actions import ContainerStart
 from builder.launch.launchers.torchrun import ROOT_CAUSE, rank_lines
+from builder.launch.logs import Raised, error_of, raised_in
 from builder.launch.plan import launch_plan
+from builder.rehearse.faults import Kill, kill_of
 from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
 from builder.rehearse.session import Node
 from builder.rehearse.staging import on_node, probed_ops
 from builder.resolved import resolve
 from builder.spec.loader import load_preset
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 NODE = Node("node2", "rehearse-1-node2")
 
@@ -138,7 +146,7 @@ Root Cause (first observed failure):
 def test_torchrun_root_cause_and_the_ranks_lines() -> None:
     found = ROOT_CAUSE.search(TORCHRUN_FAILURE)
     assert found is not None
-    assert found.groups() == ("node2", "2", "3")
+    assert found.groups() == ("node2", "2", "0", "3")
     shown = rank_lines(TORCHRUN_FAILURE)
     assert "rank 2 gives up" in shown
     assert "sys.exit(main())" not in shown
@@ -188,3 +196,87 @@ def test_keep_says_how_to_remove_the_bundle_too() -> None:
     assert remove == f"rm -rf {shlex.quote(str(session.folder))}"
     subprocess.run(["sh", "-c", remove], check=True)
     assert not session.folder.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "kill"),
+    [
+        ({"kill": "node2", "at": 5.0}, Kill("node2", at=5.0)),
+        ({"kill": "node2:1", "after": "saved"}, Kill("node2", 1, after="saved")),
+        ({"kill": "node3", "at": 0.0, "back": 4.0}, Kill("node3", at=0.0, back=4.0)),
+        ({}, None),
+    ],
+)
+def test_kill_options_become_one_fault(options: dict[str, Any], kill: Kill | None) -> None:
+    given = {"kill": None, "at": None, "after": None, "back": None, **options}
+    assert kill_of(given.pop("kill"), nodes=3, **given) == kill
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"kill": "node4", "at": 1.0}, "node1 to node3"),
+        ({"kill": "node0", "at": 1.0}, "node1 to node3"),
+        ({"kill": "node2:x", "at": 1.0}, "node2:1"),
+        ({"kill": "node2"}, "--kill-at SECONDS"),
+        ({"kill": "node2", "at": 1.0, "after": "x"}, "not both"),
+        ({"kill": "node2", "after": "  "}, "the text of a line"),
+        ({"kill": "node2:0", "at": 1.0, "back": 2.0}, "whole node back"),
+        ({"at": 1.0}, "give --kill NODE[:LOCAL_RANK] too"),
+        ({"back": 1.0}, "give --kill NODE[:LOCAL_RANK] too"),
+    ],
+)
+def test_kill_options_that_cannot_work_are_refused(options: dict[str, Any], says: str) -> None:
+    given = {"kill": None, "at": None, "after": None, "back": None, **options}
+    with pytest.raises(UsageError, match=re.escape(says)):
+        kill_of(given.pop("kill"), nodes=3, **given)
+
+
+def test_the_raising_line_is_read_from_a_traceback_with_its_prefixes() -> None:
+    """The last traceback: the script's own last frame and the exception, whatever
+    prefixes torch and torchrun put before the lines."""
+    text = (
+        "[rank3]:[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:[rank3]:   File "/workspace/train.py", line 45, in <module>\n'
+        "[rank3]:[rank3]:     main()\n"
+        '[rank3]:[rank3]:   File "/workspace/train.py", line 31, in main\n'
+        "[rank3]:[rank3]:     step(model)\n"
+        '[rank3]:[rank3]:   File "/opt/torch/torch/nn/module.py", line 9, in step\n'
+        "[rank3]:[rank3]:     ^^^^^^\n"
+        "[rank3]:[rank3]: ValueError: bad batch\n"
+    )
+    raised = raised_in(text, "train.py")
+    assert raised == Raised("/workspace/train.py", 31, "main", "ValueError: bad batch")
+    assert raised_in(text) == Raised(
+        "/opt/torch/torch/nn/module.py", 9, "step", "ValueError: bad batch"
+    )
+    assert raised_in("no traceback here\n") is None
+
+
+def test_torchruns_rank_logs_are_read_by_node_attempt_and_rank(tmp_path: Path) -> None:
+    """torchrun --log-dir LOGS/ranks-NODE: RUN/attempt_N/LOCAL_RANK/ per rank; the error
+    comes from error.json (the script's @record) before stderr."""
+    for node, attempt, rank in (("node1", 0, 0), ("node2", 1, 1), ("node2", 0, 1)):
+        folder = tmp_path / f"ranks-{node}" / "run_x" / f"attempt_{attempt}" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "stdout.log").write_text(f"start\nresuming from epoch {attempt}\n")
+    (tmp_path / "ranks-node2" / "run_x" / "odd").mkdir()
+    logs = launchers.get("torchrun").rank_logs(tmp_path)
+    assert [(log.node, log.attempt, log.local_rank) for log in logs] == [
+        ("node1", 0, 0),
+        ("node2", 0, 1),
+        ("node2", 1, 1),
+    ]
+    last = logs[-1]
+    assert last.first_line() == "start"
+    assert last.first_line(re.compile("resum")) == "resuming from epoch 1"
+    stack = 'Traceback (most recent call last):\n  File "/w/t.py", line 7, in f\nKeyError: 1\n'
+    (last.folder / "stderr.log").write_text(stack.replace("KeyError: 1", "OSError: x"))
+    (last.folder / "error.json").write_text(
+        json.dumps({"message": {"message": "KeyError: 1", "extraInfo": {"py_callstack": stack}}})
+    )
+    error = error_of(last, "t.py")
+    assert error is not None
+    assert error.raised == Raised("/w/t.py", 7, "f", "KeyError: 1")
+    (last.folder / "error.json").unlink()
+    assert error_of(last, "t.py").raised.error == "OSError: x"  # type: ignore[union-attr]

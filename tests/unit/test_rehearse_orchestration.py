@@ -18,6 +18,7 @@ import pytest
 from builder.cluster.hostfile import read_hostfile
 from builder.contract import PRESET_LABEL, REHEARSAL_LABEL
 from builder.errors import NotInEngine, UsageError
+from builder.launch.launchers.torchrun import LOGGED
 from builder.launch.plan import launch_plan
 from builder.rehearse.report import MARK
 from builder.rehearse.run import Rehearsal, rehearsal_of, rehearse
@@ -289,7 +290,8 @@ def test_torchrun_on_every_node_passes() -> None:
     assert [name for name, _ in outcome.phases] == phases
     assert fake.called("cli", "docker", "exec") == []
     for run in fake.called("cli", "docker", "run"):
-        assert "torchrun" in run
+        # torchrun with the run's logs folder (the session's, as launch.logs is)
+        assert run[run.index("sh") : run.index("sh") + 3] == ("sh", "-c", LOGGED)
     assert_nothing_left(fake)
 
 

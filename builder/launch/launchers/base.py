@@ -20,7 +20,10 @@ from builder.errors import shown
 from builder.launch.logs import NodeFailure, tail
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.image.tools import ImageTool
+    from builder.launch.logs import RankLog
     from builder.model import Extra
     from builder.spec.records import ImageSpec, LaunchSpec, Spec
 
@@ -110,6 +113,9 @@ class Launcher:
     """The platforms it is for (empty: every one)."""
     setting_keys: ClassVar[tuple[Extra, ...]] = ()
     """Keys of ``launch`` this launcher owns."""
+    rank_log: ClassVar[str] = ""
+    """How it writes each rank's output to a run's logs folder (launch.logs), for people
+    to read; "" where it has no way (a Slurm job still keeps each node's output there)."""
     batch: ClassVar[bool] = False
     """Can run as a Slurm job's tasks (srun starts them on every node)."""
     batch_only: ClassVar[bool] = False
@@ -183,6 +189,11 @@ class Launcher:
         does not say which node a line is from)."""
         return tail(output)
 
+    def rank_logs(self, logs: Path) -> list[RankLog]:  # noqa: ARG002 - a launcher's own
+        """Each rank's logs of each attempt in a run's logs folder, where the launcher
+        keeps them apart (by node, attempt and local rank); none otherwise."""
+        return []
+
     def run_env(self, launch: LaunchSpec) -> dict[str, str]:  # noqa: ARG002 - a launcher's own
         """Variables every rank needs for this launcher's policy (launch.env overrides)."""
         return {}
@@ -198,6 +209,16 @@ class Launcher:
             )
             if value and not self.elastic
         ]
+        if launch.logs and not self.rank_log and not self.batch_only:
+            problems.append(
+                (
+                    "launch.logs",
+                    f"{self.name} has no way to write each rank's output to a folder: a "
+                    "Slurm job keeps each node's output there with the torchrun or deepspeed "
+                    "launcher, and over ssh only those write rank logs; leave launch.logs "
+                    "out or choose one of them",
+                )
+            )
         problems += [
             ("launch.launcher", f"{self.name} {tool.lacking}")
             for tool in self.needs

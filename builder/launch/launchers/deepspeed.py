@@ -78,6 +78,7 @@ def deepspeed_argv(
     nnodes: int,
     ssh_port: int | None = None,
     venv_script: str | None = None,
+    rank_logs: str | None = None,
 ) -> list[str]:
     """`deepspeed` over pdsh: launcher flags before the script, as DeepSpeed requires.
 
@@ -85,7 +86,8 @@ def deepspeed_argv(
     and arguments are escaped for. ``ssh_port`` is needed only when the image's ssh
     client config does not already use sshd's port (builder's images do).
     ``venv_script``: a file every node's shell line sources first (``pdsh_path_problem``
-    checked it).
+    checked it). ``rank_logs``: the folder each node's ranks write their output to
+    instead of the console (``--enable_each_rank_log``, DATE_rankN.log).
     """
     script, args = launch.script, list(launch.args)
     if nnodes > 1:
@@ -97,7 +99,18 @@ def deepspeed_argv(
         argv += ["--ssh_port", str(ssh_port)]
     if venv_script is not None:
         argv += ["--venv_script", venv_script]
+    if rank_logs is not None:  # one word: "$LOGS" of a batch script stays the shell's
+        option = "--enable_each_rank_log=" + rank_logs
+        argv.append(FromShell(option) if isinstance(rank_logs, FromShell) else option)
     return [*argv, script, *args]
+
+
+def rank_logs(logs: str) -> str | None:
+    """Where the ranks' logs go under a run's logs folder (None: no folder)."""
+    if not logs:
+        return None
+    folder = f"{logs}/{RANK_LOGS}"
+    return FromShell(folder) if isinstance(logs, FromShell) else folder
 
 
 RUNNER_OPTIONS = (
@@ -147,6 +160,8 @@ LAUNCH_OPTIONS = (
 )
 
 
+RANK_LOGS = "ranks"
+"""The ranks' own logs in a run's logs folder (DeepSpeed names each DATE_rankN.log)."""
 BY_NODE = 'exec deepspeed --node_rank "$SLURM_NODEID" "$@"'
 """A batch task's deepspeed: its node's rank from Slurm, in the task."""
 NODE = ("SLURM_NODEID",)
@@ -159,6 +174,7 @@ class DeepSpeed(Launcher):
     needs = (DEEPSPEED, PDSH)
     reads_dsenv = True
     batch = True
+    rank_log = "--enable_each_rank_log=LOGS/ranks (there, not on the console)"
     batch_hostfile = True
     batch_task = "running `deepspeed --no_ssh` for that node's ranks (from the job's hostfile)"
     # deepspeed.launcher.runner on the first node, deepspeed.launcher.launch on each (0.19.8)
@@ -208,6 +224,8 @@ class DeepSpeed(Launcher):
         pasted = [context.folder] if context.folder else []
         if context.secrets_script:
             pasted.append(("--cluster-dir", context.secrets_script))
+        if context.logs:
+            pasted.append(("launch.logs", context.logs))
         for where, path in pasted:
             if why := pdsh_path_problem(path):
                 raise UsageError(f"{where} {shown(path)}: {why}", field=where, value=path)
@@ -221,6 +239,7 @@ class DeepSpeed(Launcher):
             master_addr=context.master,
             nnodes=len(context.nodes),
             venv_script=context.secrets_script,
+            rank_logs=rank_logs(context.logs) if context.spec.launch.logs else None,
         )
         env = (("DS_ENV_FILE", f"{context.cluster}/{DSENV}"),)
         chars = None if context.folder else PDSH_PATH_CHARS
@@ -234,7 +253,13 @@ class DeepSpeed(Launcher):
         batch script exports the run's environment)."""
         launch = context.spec.launch
         hostfile = FromShell(shlex.quote(f"{context.cluster}/{JOB_HOSTFILE}") + '"$SLURM_JOB_ID"')
-        argv = deepspeed_argv(launch, hostfile=hostfile, master_addr=context.master, nnodes=1)
+        argv = deepspeed_argv(
+            launch,
+            hostfile=hostfile,
+            master_addr=context.master,
+            nnodes=1,
+            rank_logs=rank_logs(context.logs) if context.spec.launch.logs else None,
+        )
         at = argv.index("--master_port")
         argv[at:at] = ["--no_ssh"]
         # the node's rank is the task's own: read in the task, never in the batch shell

@@ -79,6 +79,7 @@ class GaudiSpawn(DeepSpeed):
     )
     rehearsal = "gaudi_spawn.py is part of optimum-habana's examples, not of the image"
     batch = False
+    rank_log = ""  # gaudi_spawn.py starts its ranks itself, without a log option
     batch_hostfile = False
     batch_refusal = (
         "gaudi_spawn.py (optimum-habana's DistributedRunner) reaches the other nodes only "

@@ -7,9 +7,11 @@ import re
 from typing import TYPE_CHECKING
 
 from builder.launch.launchers.base import FromShell, LaunchContext, Launcher, LauncherCommand
-from builder.launch.logs import NodeFailure, tail
+from builder.launch.logs import NodeFailure, RankLog, tail
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from builder.spec.records import LaunchSpec
 
 TORCHRUN_C10D_PORT = 29400
@@ -18,7 +20,9 @@ TORCHRUN_C10D_PORT = 29400
 # torchrun's error summary: "Root Cause (first observed failure): ... host : node2
 # ... rank : 2 (local_rank: 0) ... exitcode : 3"
 ROOT_CAUSE = re.compile(
-    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+    r"Root Cause.*?host\s*:\s*(\S+)\s+rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)"
+    r".*?exitcode\s*:\s*(-?\d+)",
+    re.S,
 )
 
 
@@ -130,10 +134,14 @@ TORCHRUN_OPTIONS = (
 
 LOGGED = (
     'node=$(hostname); export TORCHELASTIC_ERROR_FILE="$0/error-$node.json"; '
+    'rm -f "$TORCHELASTIC_ERROR_FILE"; '
+    'export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[rank\\${rank}]:"; '
     'exec torchrun --log-dir "$0/ranks-$node" --tee 3 "$@"'
 )
-"""What a batch task runs: torchrun with its logs and error file under the job's logs
-folder ($0), one of each per node."""
+"""What each node runs where the run has a logs folder ($0: launch.logs, or a batch
+job's folder): torchrun with its ranks' logs (ranks-NODE/RUN/attempt_N/LOCAL_RANK/) and
+its error file (error-NODE.json, none left from a run before), one of each per node;
+the console's lines start with their global rank ([rank3]:)."""
 
 
 RESTART_WORKAROUND = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
@@ -150,6 +158,7 @@ class Torchrun(Launcher):
     commands = ("torchrun",)
     batch = True
     elastic = True
+    rank_log = "--log-dir LOGS/ranks-NODE, --tee 3, TORCHELASTIC_ERROR_FILE LOGS/error-NODE.json"
     batch_task = "running the same torchrun (c10d rendezvous on the first node)"
     script_arg_parsers = (TORCHRUN_OPTIONS,)
 
@@ -174,14 +183,31 @@ class Torchrun(Launcher):
     def failures(self, output: str) -> list[NodeFailure]:
         """The rank torchrun's error summary names as the root cause (first failure)."""
         cause = ROOT_CAUSE.search(output)
+        if cause is None and "RendezvousTimeoutError" in output:
+            what = (
+                "torchrun gave up waiting for the other nodes to join the rendezvous "
+                "(launch.rendezvous_timeout; torch's default 600 s)"
+            )
+            return [NodeFailure("", what, rank_lines(output))]  # this node's own
         if cause is None:
             return []
-        host, rank, code = cause.groups()
+        host, rank, local, code = cause.groups()
         what = f"rank {rank} exited with code {code} (torchrun's root cause)"
-        return [NodeFailure(host, what, rank_lines(output))]
+        return [NodeFailure(host, what, rank_lines(output), int(local))]
 
     def node_log(self, output: str, node: str) -> str:  # noqa: ARG002 - one node's log
         return rank_lines(output)
+
+    def rank_logs(self, logs: Path) -> list[RankLog]:
+        """Every rank's logs of every attempt: LOGS/ranks-NODE/RUN/attempt_N/LOCAL_RANK/
+        (``LOGGED``; torchrun's --log-dir layout)."""
+        found = []
+        for folder in logs.glob("ranks-*/*/attempt_*/*"):
+            attempt, node = folder.parent.name, folder.parent.parent.parent.name
+            if folder.name.isdigit() and attempt.removeprefix("attempt_").isdigit():
+                number = int(attempt.removeprefix("attempt_"))
+                found.append(RankLog(node.removeprefix("ranks-"), number, int(folder.name), folder))
+        return sorted(found, key=lambda log: (log.node, log.attempt, log.local_rank))
 
 
 LAUNCHER = Torchrun()

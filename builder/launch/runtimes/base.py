@@ -63,17 +63,17 @@ class Setup:
     @property
     def binds(self) -> tuple[Bind, ...]:
         """The cluster folder (when the launcher reads it), the code at the image's
-        workdir, the cache at its own path, then launch.mounts."""
+        workdir, the cache, checkpoints and logs at their own paths, then launch.mounts
+        (and a batch job's logs folder, when launch.logs is not it)."""
         launch = self.spec.launch
         binds = []
         if self.cluster_dir and self.bind_cluster:
             binds.append(Bind(self.cluster_dir, CLUSTER_DIR, True))
         if launch.code:
             binds.append(Bind(launch.code, self.spec.image.workdir))
-        if launch.cache:
-            binds.append(Bind(launch.cache, launch.cache))
+        binds += [Bind(path, path) for _, path in launch.own_path_folders()]
         binds += [Bind(m.source, m.target, m.read_only) for m in launch.mounts]
-        if self.logs:
+        if self.logs and self.logs != launch.logs:
             binds.append(Bind(self.logs, self.logs))
         return tuple(binds)
 

@@ -45,7 +45,8 @@ class Bare(Runtime):
     def host_paths(self, setup: Setup) -> tuple[str, ...]:
         launch = setup.spec.launch
         script = setup.script_on_host() or (launch.script if launch.script[:1] == "/" else None)
-        folders = [path for path in (launch.code, launch.cache) if path]
+        folders = [launch.code] if launch.code else []
+        folders += [path for _, path in launch.own_path_folders()]
         return tuple(folders + ([script] if script else []))
 
     def where(self, setup: Setup) -> str:  # noqa: ARG002

@@ -167,7 +167,7 @@ def _binds(setup: Setup) -> tuple[Bind, ...]:
 def _field_of(setup: Setup, path: str) -> str:
     """The field or option a bind's path came from, for a message."""
     launch = setup.spec.launch
-    for field, value in (("launch.code", launch.code), ("launch.cache", launch.cache)):
+    for field, value in (("launch.code", launch.code), *launch.own_path_folders()):
         if path == value:
             return field
     for index, mount in enumerate(launch.mounts):
