@@ -205,6 +205,7 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             "hostfile": _job_hostfile(cluster_dir) if launcher.batch_hostfile else "",
             "srun_options": [shell_word(option) for option in run.srun_options(setup)],
             "command": shell_line([*checked, *action.argv()]),
+            "requeue": str(launch.slurm.requeue or ""),
         },
     )
 
@@ -273,6 +274,9 @@ OWNED = {
     "partition": "launch.slurm.partition",
     "account": "launch.slurm.account",
     "time": "launch.slurm.time",
+    "requeue": "launch.slurm.requeue",
+    "no-requeue": "launch.slurm.requeue",
+    "signal": "launch.slurm.requeue",
     "output": "builder (the job's log)",
     "error": "builder (the job's log)",
     "chdir": "builder (the script names every path)",
@@ -311,6 +315,10 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
             lines.append(sbatch_option(name, value, field, source))
     if slurm.exclusive:
         lines.append(sbatch_option("exclusive", None, "launch.slurm.exclusive", source))
+    if slurm.requeue:
+        lines.append(sbatch_option("requeue", None, "launch.slurm.requeue", source))
+        signal = f"B:USR1@{slurm.requeue}"
+        lines.append(sbatch_option("signal", signal, "launch.slurm.requeue", source))
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
     for index, item in enumerate(slurm.extra):
         lines.append(_extra_option(item, f"launch.slurm.extra[{index}]", source))

@@ -414,6 +414,18 @@ class Slurm:
         description="How tasks are bound to GPUs (#SBATCH --gpu-bind): closest, none, "
         "per_task:N, single:N, map_gpu:LIST or mask_gpu:LIST.",
     )
+    requeue: int | None = field(
+        None,
+        ge=10,
+        le=86400,
+        description=(
+            "Seconds before the time limit at which the job stops its run and requeues "
+            "itself (#SBATCH --requeue, --signal=B:USR1@SECONDS): the ranks get SIGTERM "
+            "(then SIGKILL after Slurm's KillWait) to save a checkpoint, and the requeued "
+            "job (same id, SLURM_RESTART_COUNT one higher) resumes from it. The path for "
+            "launchers without restarts (deepspeed) as for torchrun."
+        ),
+    )
     extra: tuple[str, ...] = field(
         (),
         description=(

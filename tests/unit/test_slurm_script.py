@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -464,3 +466,44 @@ def test_a_cluster_folder_of_shell_characters_stays_literal(folder: str, tmp_pat
     probe = f'SLURM_JOB_ID=7; {logs}; printf %s "$LOGS"'
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout == f"{folder}/logs/7"
+
+
+def test_requeue_signals_the_batch_shell_which_requeues_and_waits_for_its_step(
+    tmp_path: Path,
+) -> None:
+    """launch.slurm.requeue: --requeue and --signal=B:USR1@N; on USR1 the batch shell (real
+    bash, stand-ins for srun and scontrol) calls `scontrol requeue` while srun runs, then
+    waits for srun again and exits with srun's status. shellcheck-clean."""
+    spec = load_preset("cpu-deepspeed").spec
+    spec = with_slurm(spec, cpus_per_task=2, requeue=120)
+    text = sbatch_script(
+        resolve(Stack(spec, "s", None), runtime_name="none", scheduler_name="slurm"),
+        image="team/t:1",
+        cluster_dir=str(tmp_path / "c"),
+    )
+    assert "#SBATCH --requeue\n#SBATCH --signal=B:USR1@120\n" in text
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    subprocess.run([real_tool("shellcheck"), str(path)], check=True)
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    for name, body in (
+        ("srun", 'sleep 2; echo srun-done >> "$CALLS"; exit 3'),
+        ("scontrol", 'if [ "$1" = show ]; then echo n1; else echo "scontrol $*" >> "$CALLS"; fi'),
+    ):
+        (stand_ins / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stand_ins / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{stand_ins}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": "n1",
+    }
+    job = subprocess.Popen(["bash", str(path)], env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.8)
+    job.send_signal(signal.SIGUSR1)
+    output, _ = job.communicate(timeout=30)
+    assert calls.read_text().splitlines() == ["scontrol requeue 7", "srun-done"]
+    assert job.returncode == 3  # srun's own status, once it ended
+    assert "job 7: run 0 (requeued that many times)" in output

@@ -128,7 +128,7 @@ class Launcher:
     not_elastic: ClassVar[str] = (
         "its launcher restarts nothing: use launcher torchrun (DeepSpeed's engine reads "
         "torchrun's RANK, LOCAL_RANK and WORLD_SIZE), or relaunch the run and resume from "
-        "the script's last checkpoint"
+        "the script's last checkpoint (under Slurm: launch.slurm.requeue)"
     )
     """What to do instead, for a launcher that is not elastic."""
     batch_task: ClassVar[str] = ""
