@@ -67,7 +67,8 @@ class Workload:
     resolved: Resolved
     expected: Expected | None
     copied: Path | None = None
-    """The user's script, copied into the session's code folder: shared by every node,
+    """The user's script, copied into the session's code folder with the Python modules
+    beside it (not its subfolders): shared by every node,
     as launch.code is on a cluster, so a checkpoint the script writes beside itself is
     every node's (and a Slurm job's nodes see it, where a mount reaches no slurmd)."""
 
@@ -174,8 +175,10 @@ def write_workload(
         written = write_files(secret_files(workload.spec), session.folder, force=True)
     extra = {"BUILDER_PROBE_DSENV": DSENV_VALUE}
     (session.folder / DSENV).write_text(dsenv_for(workload.resolved, extra, None))
-    if workload.copied is not None:
-        shutil.copyfile(workload.copied, session.folder / CODE / workload.copied.name)
+    if workload.copied is not None:  # the script and the modules beside it, which it imports
+        script = workload.copied
+        for source in {script, *(p for p in script.parent.glob("*.py") if p.is_file())}:
+            shutil.copyfile(source, session.folder / CODE / source.name)
     if workload.expected is not None:
         shutil.copyfile(payload_path(PROBE), session.folder / CODE / PROBE)
         settings = {
