@@ -369,3 +369,45 @@ def test_a_restart_policy_restarts_every_rank_across_nodes(tmp_path: Path) -> No
         marks = sorted(path.name for path in (run.session.folder / "cache").glob("attempt-*"))
     assert outcome.ok, [fault.text() for fault in outcome.faults]
     assert marks == [f"attempt-{a}-rank-{r}" for a in (0, 1) for r in range(2 * SLOTS)]
+
+
+ZERO2 = """\
+import deepspeed
+import torch
+
+deepspeed.init_distributed()
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+config = {
+    "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 1,
+    "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 2},
+    "optimizer": {"type": "Adam", "params": {"lr": 1e-3, "torch_adam": True}},
+}
+parameters = model.parameters()
+engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=parameters, config=config)
+rank, world = engine.global_rank, engine.world_size
+torch.manual_seed(rank)
+for step in range(5):
+    x = torch.randn(2, 32, dtype=torch.bfloat16)
+    loss = engine(x).float().pow(2).mean()
+    engine.backward(loss)
+    engine.step()
+stage, bf16 = engine.zero_optimization_stage(), engine.bfloat16_enabled()
+print(f"ZERO2 rank {rank} of {world} stage {stage} bf16 {bf16} done", flush=True)
+"""
+
+
+@pytest.mark.usefixtures("clean")
+def test_deepspeed_zero_stage_2_trains_in_bf16_on_2_nodes(tmp_path: Path) -> None:
+    """DeepSpeed's engine with ZeRO stage 2 and bf16 (this CPU has no AVX-512 fp16) on
+    2 nodes x 2 ranks, launched by deepspeed over pdsh as the plan does: every rank
+    steps to the end with the optimizer states partitioned across all 4."""
+    script = tmp_path / "zero2.py"
+    script.write_text(ZERO2)
+    outcome = run(2, "deepspeed", script=str(script), timeout=240)
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    done = sorted(line for line in outcome.output.splitlines() if "ZERO2 rank" in line)
+    assert [line[line.index("ZERO2") :] for line in done] == [
+        f"ZERO2 rank {rank} of 4 stage 2 bf16 True done" for rank in range(4)
+    ]
