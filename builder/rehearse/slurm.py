@@ -51,12 +51,15 @@ LABEL {label}="{image_id}"
 ENTRYPOINT []
 """
 
+# cred_expire: a requeued job waits this long (+1 s) before it may start again (Slurm's
+# default 120 s); the rehearsal's steps start within a second of their credential.
 SLURM_CONF = """\
 ClusterName=rehearsal
 SlurmctldHost={controller}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=30
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none

@@ -277,6 +277,7 @@ OWNED = {
     "requeue": "launch.slurm.requeue",
     "no-requeue": "launch.slurm.requeue",
     "signal": "launch.slurm.requeue",
+    "open-mode": "launch.slurm.requeue",
     "output": "builder (the job's log)",
     "error": "builder (the job's log)",
     "chdir": "builder (the script names every path)",
@@ -319,6 +320,8 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
         lines.append(sbatch_option("requeue", None, "launch.slurm.requeue", source))
         signal = f"B:USR1@{slurm.requeue}"
         lines.append(sbatch_option("signal", signal, "launch.slurm.requeue", source))
+        # the requeued job (the same id) writes the same files: after the first run's lines
+        lines.append(sbatch_option("open-mode", "append", "launch.slurm.requeue", source))
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
     for index, item in enumerate(slurm.extra):
         lines.append(_extra_option(item, f"launch.slurm.extra[{index}]", source))

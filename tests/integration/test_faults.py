@@ -8,6 +8,9 @@ launch.checkpoints (the session's shared folder), resumed after a restart.
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -200,3 +203,74 @@ def test_a_node_brought_back_rejoins_and_the_run_finishes(tmp_path: Path) -> Non
         event.endswith("node2 came back (its `docker run` again)") for event in outcome.events
     )
     assert said(outcome, "resuming from snapshot at epoch 2") == [0, 1, 2, 3]
+
+
+REQUEUED = """\
+import os, pathlib, signal, sys, time
+
+rank, run = os.environ["RANK"], int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+mark = pathlib.Path(os.environ["BUILDER_CHECKPOINTS"]) / "step"
+start = int(mark.read_text()) if mark.exists() else 0
+print(f"REQUEUE rank {rank} run {run} resumes at step {start}", flush=True)
+if run == 0:
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    step = start
+    while not stopping:
+        step += 1
+        if step == 5 and rank == "0":
+            (mark.parent / "running").write_text("")
+        time.sleep(0.2)
+    if rank == "0":
+        mark.write_text(str(step))  # the checkpoint, saved on SIGTERM
+    print(f"REQUEUE rank {rank} saved at step {step}", flush=True)
+    sys.exit(0)
+print(f"REQUEUE rank {rank} finished, resumed at step {start}", flush=True)
+"""
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_requeued_slurm_job_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """launch.slurm.requeue on the rehearsal's real Slurm: the USR1 Slurm sends before the
+    time limit (sent here at once: scancel --batch --signal=USR1) makes the batch shell
+    requeue the job; the ranks get SIGTERM and save, and the requeued job (the same id,
+    SLURM_RESTART_COUNT 1) resumes from the checkpoint and completes."""
+    from builder.engine import connect
+    from builder.rehearse.run import Rehearsal, rehearsal_of
+
+    script = tmp_path / "requeued.py"
+    script.write_text(REQUEUED)
+    spec = load_preset("cpu-deepspeed").spec
+    slurm = replace(spec.launch.slurm, requeue=60)
+    launch = replace(
+        spec.launch, launcher="torchrun", checkpoints="/shared/checkpoints", slurm=slurm
+    )
+    resolved = rehearsal_of(replace(spec, launch=launch), "slurm")
+    engine = connect()
+    with Rehearsal(
+        resolved, image=IMAGE, engine=engine, nodes=2, script=str(script), timeout=240
+    ) as run:
+        run.up()
+        controller = run.strategy.controller  # type: ignore[union-attr]
+        running = run.session.folder / "checkpoints" / "running"
+
+        def signal_when_running() -> None:
+            deadline = time.monotonic() + 200
+            while not running.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            job = engine.exec(controller, ["squeue", "-h", "-o", "%i"])[1].split()[0]
+            engine.exec(controller, ["scancel", "--batch", "--signal=USR1", job])
+
+        signaller = threading.Thread(target=signal_when_running, daemon=True)
+        signaller.start()
+        outcome = run.job()
+        signaller.join(5)
+        main = next(run.session.folder.glob(f"{spec.name}-*.out")).read_text()
+    assert outcome.ok, [fault.text() for fault in outcome.faults]
+    assert "job 1: run 0 (requeued that many times)" in main, main[-2000:]
+    assert "the time limit is near: requeued" in main, main[-2000:]
+    saved = re.findall(r"REQUEUE rank 0 saved at step (\d+)", outcome.output)
+    assert saved, outcome.output[-2000:]
+    for rank in range(4):
+        assert f"REQUEUE rank {rank} run 1 resumes at step {saved[0]}" in outcome.output
+        assert f"REQUEUE rank {rank} finished, resumed at step {saved[0]}" in outcome.output

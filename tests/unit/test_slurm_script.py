@@ -481,7 +481,8 @@ def test_requeue_signals_the_batch_shell_which_requeues_and_waits_for_its_step(
         image="team/t:1",
         cluster_dir=str(tmp_path / "c"),
     )
-    assert "#SBATCH --requeue\n#SBATCH --signal=B:USR1@120\n" in text
+    assert "#SBATCH --requeue\n#SBATCH --signal=B:USR1@120\n#SBATCH --open-mode=append\n" in text
+    assert '--output="$LOGS/%N.out" --open-mode=append' in text  # the first run's lines stay
     path = tmp_path / "job.sbatch"
     path.write_text(text)
     subprocess.run([real_tool("shellcheck"), str(path)], check=True)
