@@ -13,7 +13,7 @@ repaired node rejoins. What the run does then is the launch policy's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError, shown
@@ -112,7 +112,6 @@ class Injection:
     """When a line first held the --kill-after text."""
     killed_at: float | None = None
     back_at: float | None = None
-    events: list[str] = field(default_factory=list)
 
     def watch(self, line: Line) -> None:
         if self.kill.after is not None and self.seen_after is None and self.kill.after in line.text:

@@ -44,7 +44,6 @@ class Streams:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.lines: list[Line] = []
-        self.dropped = 0
         self.watchers: list[Callable[[Line], None]] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -76,7 +75,6 @@ class Streams:
             self.lines.append(line)
             if len(self.lines) > KEPT:
                 del self.lines[0]
-                self.dropped += 1
             watchers = list(self.watchers)
         if not REPORT_LINE.search(line.text):
             self.session.say(f"{line.node} rank {line.rank} | {line.text}")
