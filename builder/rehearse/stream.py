@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,7 @@ class Streams:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.lines: list[Line] = []
+        self.lines: deque[Line] = deque(maxlen=KEPT)
         self.watchers: list[Callable[[Line], None]] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -73,8 +74,6 @@ class Streams:
         line = Line(node, int(found[1]), found[2], self.now())
         with self._lock:
             self.lines.append(line)
-            if len(self.lines) > KEPT:
-                del self.lines[0]
             watchers = list(self.watchers)
         if not REPORT_LINE.search(line.text):
             self.session.say(f"{line.node} rank {line.rank} | {line.text}")
