@@ -58,7 +58,10 @@ pkill -f 'containerd-shim' 2>/dev/null || true
 # overlay mounts of containers that were still up
 awk -v r="$root" 'index($2, r "/") == 1 { print $2 }' /proc/mounts | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
-rm -rf "${root:?}" /var/lib/containerd /var/run/docker.sock /var/run/docker.pid
+# the data root may be a mount point of its own (a volume): then only what is in it goes
+find "${root:?}" -mindepth 1 -delete 2>/dev/null || rm -rf "${root:?}"/* "${root:?}"/.[!.]* 2>/dev/null || true
+rm -rf /var/lib/containerd /var/run/docker.sock /var/run/docker.pid
+[ -z "$(ls -A "$root" 2>/dev/null)" ] || { echo "fresh-state: could not empty $root" >&2; exit 1; }
 say "engine state removed ($root)"
 
 # What the suite and its scripts keep between runs.
