@@ -8,6 +8,7 @@ be left behind: no container, network or volume."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -407,7 +408,6 @@ def test_deepspeed_zero_stage_2_trains_in_bf16_on_2_nodes(tmp_path: Path) -> Non
     script.write_text(ZERO2)
     outcome = run(2, "deepspeed", script=str(script), timeout=240)
     assert outcome.ok, [fault.text() for fault in outcome.faults]
-    done = sorted(line for line in outcome.output.splitlines() if "ZERO2 rank" in line)
-    assert [line[line.index("ZERO2") :] for line in done] == [
-        f"ZERO2 rank {rank} of 4 stage 2 bf16 True done" for rank in range(4)
-    ]
+    # pdsh may join two nodes' lines into one: each report is found wherever it is
+    done = re.findall(r"ZERO2 rank (\d+) of 4 stage 2 bf16 True done", outcome.output)
+    assert sorted(done, key=int) == ["0", "1", "2", "3"], outcome.output[-2000:]
