@@ -58,6 +58,9 @@ _EXPORTS: dict[str, str] = {
     # images in the engine, and their digests
     "connect": "builder.engine.docker",
     "build_image": "builder.engine.build",
+    "build_platforms": "builder.engine.build",
+    "Built": "builder.engine.build",
+    "push_platforms": "builder.engine.push",
     "progress_for": "builder.engine.progress",
     "inspect_image": "builder.engine.images",
     "image_report_text": "builder.engine.images:report_text",

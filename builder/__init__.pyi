@@ -16,7 +16,9 @@ from builder.cluster.hostfile import read_hostfile as read_hostfile
 from builder.cluster.keys import make_keys as make_keys
 from builder.cluster.nodelist import expand_nodelist as expand_nodelist
 from builder.cluster.ssh import Ssh as Ssh
+from builder.engine.build import Built as Built
 from builder.engine.build import build_image as build_image
+from builder.engine.build import build_platforms as build_platforms
 from builder.engine.docker import connect as connect
 from builder.engine.images import inspect_image as inspect_image
 from builder.engine.images import report_text as image_report_text
@@ -24,6 +26,7 @@ from builder.engine.progress import progress_for as progress_for
 from builder.engine.push import pull_image as pull_image
 from builder.engine.push import push_and_record as push_and_record
 from builder.engine.push import push_image as push_image
+from builder.engine.push import push_platforms as push_platforms
 from builder.engine.ship import NodeImage as NodeImage
 from builder.engine.ship import Shipment as Shipment
 from builder.engine.ship import check_images as check_images
@@ -115,6 +118,7 @@ __all__ = [
     "RENDER_FORMATS",
     "BuildInputs",
     "BuilderError",
+    "Built",
     "ClusterError",
     "ClusterPreflight",
     "EngineError",
@@ -138,6 +142,7 @@ __all__ = [
     "Stack",
     "__version__",
     "build_image",
+    "build_platforms",
     "check_images",
     "check_input",
     "check_locked_base",
@@ -187,6 +192,7 @@ __all__ = [
     "pull_image",
     "push_and_record",
     "push_image",
+    "push_platforms",
     "rank_table",
     "read_hostfile",
     "read_pin",

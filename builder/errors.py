@@ -301,6 +301,13 @@ class TransferFailed(ClusterError):
     exit_code = 20
 
 
+class WrongArchitecture(ClusterError):
+    """A node's CPU architecture is one the image was not built for (ship, preflight):
+    nothing was sent or started there."""
+
+    exit_code = 21
+
+
 # the registries -----------------------------------------------------------------------
 
 

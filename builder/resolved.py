@@ -27,6 +27,7 @@ from builder.spec.loader import Stack
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.architectures import Architecture
     from builder.collectives import Collective
     from builder.engine.base import Engine
     from builder.fabrics import Fabric, FabricUse
@@ -63,6 +64,17 @@ class Resolved:
     def network(self) -> FabricUse:
         """What the collective library needs over the fabric."""
         return self.collective.over(self.fabric)
+
+    def for_architecture(self, architecture: Architecture) -> Resolved:
+        """The stack as one CPU architecture's build sees it: that architecture's base
+        where the inputs give one (--platform-base), its wheels only."""
+        inputs = self.inputs.for_architecture(architecture)
+        if inputs.base_image == self.inputs.base_image:
+            return replace(self, inputs=inputs)
+        stack = with_base(self.stack, inputs)
+        return replace(
+            self, stack=stack, inputs=inputs, image=self.platform.resolve(stack.spec.image)
+        )
 
     def with_spec(self, spec: Spec) -> Resolved:
         """The same stack with another run of the same image (a probe's, a rehearsal's):

@@ -18,6 +18,12 @@
 #   BUILDER_DEBIAN_MIRROR     default: the archive this machine's apt uses for bookworm
 #   BUILDER_DEBIAN_SECURITY   default: the one it uses for bookworm-security
 #   BUILDER_BASE_REBUILD=1    rebuild even if NAME:TAG exists
+#   BUILDER_BASE_ARCH         the Debian architecture of the image (default: this machine's);
+#                             another one (arm64 on x86_64) runs debootstrap's second stage
+#                             and the checks under qemu (scripts/emulation.sh registers it:
+#                             about 4 minutes here), and the image is made by a build
+#                             `FROM scratch` with --platform, which records the architecture
+#                             (a `docker import` does not)
 set -euo pipefail
 
 IMAGE=${1:-builder-test/bookworm:latest}
@@ -26,6 +32,8 @@ IMAGE=${1:-builder-test/bookworm:latest}
     exit 2
 }
 SUITE=bookworm
+NATIVE=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+ARCH=${BUILDER_BASE_ARCH:-$NATIVE}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 LOCK=/var/lock/builder-base-image.lock
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -155,7 +163,7 @@ cleanup() {
         awk -v r="$ROOTFS" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts |
             sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
         rm -rf --one-file-system "$ROOTFS" || echo "base-image: warning: could not remove $ROOTFS" >&2
-        rm -f "$ROOTFS.log"
+        rm -f "$ROOTFS.log" "$ROOTFS.Dockerfile" "$ROOTFS.rootfs.tar"
     fi
     if [ -n "$TMP_TAG" ]; then
         "$DOCKER" rmi "$TMP_TAG" >/dev/null 2>&1 || true
@@ -169,8 +177,11 @@ ROOTFS=$(mktemp -d /var/tmp/builder-rootfs.XXXXXX)
 chmod 755 "$ROOTFS"
 
 t0=$(now)
-say "debootstrap --variant=minbase $SUITE from $MIRROR (log: $ROOTFS.log)"
-if ! "$DEBOOTSTRAP" --variant=minbase --keyring="$KEYRING" "$SUITE" "$ROOTFS" "$MIRROR" \
+if [ "$ARCH" != "$NATIVE" ]; then
+    "$HERE/emulation.sh" "$ARCH" || die "$ARCH binaries do not run here (scripts/emulation.sh failed)"
+fi
+say "debootstrap --arch=$ARCH --variant=minbase $SUITE from $MIRROR (log: $ROOTFS.log)"
+if ! "$DEBOOTSTRAP" --arch="$ARCH" --variant=minbase --keyring="$KEYRING" "$SUITE" "$ROOTFS" "$MIRROR" \
     >"$ROOTFS.log" 2>&1; then
     echo "---- last 30 lines of the debootstrap log" >&2
     tail -n 30 "$ROOTFS.log" >&2
@@ -232,13 +243,31 @@ say "rootfs tidied in $(since "$t0") ($(du -sm --one-file-system "$ROOTFS" | cut
 # Import under a temporary tag; NAME:TAG only after the checks pass.
 t0=$(now)
 TMP_TAG="builder-base-image-tmp/$(basename "$ROOTFS" | tr '[:upper:]' '[:lower:]' | tr -c 'a-z0-9\n' '-'):unchecked"
-tar --numeric-owner -C "$ROOTFS" -c . |
-    "$DOCKER" import \
-        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        --change 'CMD ["bash"]' \
-        --message "builder scripts/base-image.sh: debootstrap --variant=minbase $SUITE" \
-        - "$TMP_TAG" >/dev/null
-say "docker import done in $(since "$t0")"
+if [ "$ARCH" = "$NATIVE" ]; then
+    tar --numeric-owner -C "$ROOTFS" -c . |
+        "$DOCKER" import \
+            --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            --change 'CMD ["bash"]' \
+            --message "builder scripts/base-image.sh: debootstrap --variant=minbase $SUITE" \
+            - "$TMP_TAG" >/dev/null
+    say "docker import done in $(since "$t0")"
+else
+    # The rootfs and a Dockerfile as the build context, streamed (tar of a tar).
+    {
+        printf 'FROM scratch\nADD rootfs.tar /\n'
+        printf 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n'
+        printf 'CMD ["bash"]\n'
+    } >"$ROOTFS.Dockerfile"
+    tar --numeric-owner -C "$ROOTFS" -cf "$ROOTFS.rootfs.tar" .
+    tar -c --transform "s|.*\.Dockerfile\$|Dockerfile|;s|.*\.rootfs\.tar\$|rootfs.tar|" \
+        -C "$(dirname "$ROOTFS")" "$(basename "$ROOTFS").Dockerfile" "$(basename "$ROOTFS").rootfs.tar" |
+        DOCKER_BUILDKIT=0 "$DOCKER" build -q --platform "linux/$ARCH" -t "$TMP_TAG" - >/dev/null ||
+        die "the build FROM scratch of the $ARCH rootfs failed"
+    rm -f "$ROOTFS.Dockerfile" "$ROOTFS.rootfs.tar"
+    got=$("$DOCKER" image inspect --format '{{.Architecture}}' "$TMP_TAG")
+    [ "$got" = "$ARCH" ] || die "the image says architecture $got, not $ARCH"
+    say "built FROM scratch for linux/$ARCH in $(since "$t0")"
+fi
 
 # Checks: it runs, and apt works inside it through the engine's NAT.
 t0=$(now)

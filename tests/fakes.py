@@ -14,6 +14,7 @@ container or network made or removed) goes to ``calls``; look-ups do not.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class FakeImage:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ("/usr/sbin/sshd", "-D")
     digest: str | None = None
+    architecture: str = "amd64"
 
 
 @dataclass
@@ -117,8 +119,11 @@ class FakeContainer:
 class FakeEngine:
     """Images, containers and networks in memory; ``gpus``: whether `--gpus` works here."""
 
-    def __init__(self, *images: FakeImage, gpus: bool = False) -> None:
+    def __init__(self, *images: FakeImage, gpus: bool = False, machine: str = "x86_64") -> None:
         self.stored = {image.id: image for image in images}
+        self.machine = machine
+        self.registry: dict[str, tuple[str, ...]] = {}
+        """reference -> the platforms a registry lists for it (registry_platforms)"""
         self.boxes: dict[str, FakeContainer] = {}
         self.networks: set[str] = set()
         self.programs: dict[str, Program] = {}
@@ -167,7 +172,19 @@ class FakeEngine:
 
     def image(self, reference: str) -> ImageInfo:
         i = self.find(reference)
-        return ImageInfo(i.id, i.tags, dict(i.labels), 0, (), "", i.env, i.entrypoint, i.cmd)
+        return ImageInfo(
+            i.id, i.tags, dict(i.labels), 0, (), "", i.env, i.entrypoint, i.cmd, i.architecture
+        )
+
+    def architecture(self) -> str:
+        return self.machine
+
+    def registry_platforms(self, reference: str) -> tuple[str, ...] | None:
+        return self.registry.get(reference)
+
+    def push_manifest_list(self, reference: str, members: Sequence[str]) -> str:
+        self.calls.append(("manifest", reference, *members))
+        return "sha256:" + hashlib.sha256(" ".join(members).encode()).hexdigest()
 
     def history(self, reference: str) -> list[tuple[str, int]]:
         return [(f"layer of {self.find(reference).id}", 0)]
@@ -180,8 +197,8 @@ class FakeEngine:
         digest = "sha256:" + self.find(reference).id.removeprefix("sha256:").rjust(64, "0")[:64]
         return iter([{"status": "Pushed"}, {"aux": {"Tag": reference, "Digest": digest}}])
 
-    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
-        self.calls.append(("pull", reference))
+    def pull(self, reference: str, platform: str | None = None) -> Iterator[dict[str, Any]]:
+        self.calls.append(("pull", reference, *([platform] if platform else [])))
         return iter([{"status": "Downloaded newer image"}])
 
     def images(self, label: str | None = None) -> ImageList:

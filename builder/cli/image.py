@@ -9,7 +9,7 @@ import typer
 
 from builder import (
     Ssh,
-    build_image,
+    build_platforms,
     check_images,
     connect,
     hosts_from_nodes,
@@ -61,6 +61,14 @@ def build(
         typer.Option("--tag", "-t", help="name:tag (default: image.name:image.tag of the spec)."),
     ] = None,
     base_image: BaseImageOpt = None,
+    platform_base: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option(
+            "--platform-base",
+            help="PLATFORM=NAME:TAG: that architecture's build starts from this base "
+            "instead (e.g. linux/arm64=registry.example.com/base:arm64); repeatable.",
+        ),
+    ] = None,
     ca_bundle: CaBundleOpt = None,
     trust_ca: TrustCaOpt = False,
     pip_index_url: PipIndexOpt = None,
@@ -83,10 +91,18 @@ def build(
 ) -> None:
     """Build the image through the Docker engine; tag it only if every step succeeds.
 
-    With stack.lock beside stack.yaml, exactly the locked packages are installed."""
+    One image per architecture of image.platforms (several: tagged name:tag-ARCH each,
+    pushed as one manifest list). With stack.lock beside stack.yaml, exactly the locked
+    packages are installed."""
     stack = stack_of(spec, preset)
     inputs = inputs_of(
-        base_image, ca_bundle, trust_ca, pip_index_url, pip_extra_index_url, wheelhouse
+        base_image,
+        ca_bundle,
+        trust_ca,
+        pip_index_url,
+        pip_extra_index_url,
+        wheelhouse,
+        tuple(platform_base or ()),
     )
     resolved = resolved_of(stack, inputs, spec=None if no_lock else spec)
     build_args = key_values(build_arg or [], "--build-arg")
@@ -95,7 +111,7 @@ def build(
     if push:
         _check_record(stack, reference or image_ref(stack, None), spec)
     engine = connect()  # every option is checked before the engine is asked
-    result = build_image(
+    built = build_platforms(
         resolved,
         engine=engine,
         reference=reference,
@@ -103,13 +119,24 @@ def build(
         nocache=no_cache,
         progress=shown_as,
     )
-    typer.echo(result.reference, err=as_json)
-    data: dict[str, object] = {"reference": result.reference, "image_id": result.image_id}
+    result = built.primary
+    several = len(built.results) > 1
+    for platform, each in built.results.items():
+        typer.echo(f"{each.reference} ({platform})" if several else each.reference, err=as_json)
+    data: dict[str, object] = {
+        "reference": built.reference,
+        "image_id": result.image_id,
+        "platforms": {
+            platform: {"reference": each.reference, "image_id": each.image_id}
+            for platform, each in built.results.items()
+        },
+    }
     if push:
-        pushed, record = _push(engine, result.reference, spec)
+        pushed, record = _push(engine, built.reference, spec, tuple(built.results))
         data |= {
             "digest": pushed.digest,
             "pinned": pushed.pinned,
+            "platform_digests": pushed.platforms,
             "record": None if record is None else str(record),
         }
     set_result(data)
@@ -137,12 +164,15 @@ def push(
         raise NotInEngine(
             f"image {reference} is not in the local engine: build it first", image=reference
         )
-    pushed, record = _push(engine, reference, spec)
+    own = reference == image_ref(stack, None)
+    platforms = (stack.spec.image.platforms or ()) if own else ()
+    pushed, record = _push(engine, reference, spec, platforms)
     set_result(
         {
             "reference": pushed.reference,
             "digest": pushed.digest,
             "pinned": pushed.pinned,
+            "platform_digests": pushed.platforms,
             "record": None if record is None else str(record),
         }
     )
@@ -157,11 +187,14 @@ def _check_record(stack: Stack, reference: str, spec: Path | None) -> None:
         read_pin(source)
 
 
-def _push(engine: Engine, reference: str, spec: Path | None) -> tuple[Pushed, Path | None]:
-    """Push reference (progress on stderr) and record its digest beside a spec file."""
+def _push(
+    engine: Engine, reference: str, spec: Path | None, platforms: tuple[str, ...] = ()
+) -> tuple[Pushed, Path | None]:
+    """Push reference (of several platforms: each architecture's image and their manifest
+    list; progress on stderr) and record its digest beside a spec file."""
     source = spec_file(spec)
     pushed, record = push_and_record(
-        engine, reference, source, lambda line: typer.echo(line, err=True)
+        engine, reference, source, lambda line: typer.echo(line, err=True), platforms
     )
     if source is None:
         typer.echo(f"pushed {pushed.pinned} (no spec file: nothing recorded)", err=True)

@@ -290,8 +290,10 @@ def inputs_of(
     pip_index_url: str | None,
     pip_extra_index_url: list[str] | None,
     wheelhouse: Path | None,
+    platform_bases: tuple[str, ...] = (),
 ) -> BuildInputs:
     return load_inputs(
+        platform_bases=platform_bases,
         base_image=base_image,
         ca_bundle=ca_bundle,
         trust_ca=trust_ca,

@@ -31,6 +31,8 @@ class ImageInfo:
     env: tuple[str, ...]
     entrypoint: tuple[str, ...]
     cmd: tuple[str, ...]
+    architecture: str = ""
+    """The CPU architecture it was built for (amd64, arm64)."""
 
 
 class Engine(Protocol):
@@ -47,8 +49,10 @@ class Engine(Protocol):
         buildargs: dict[str, str],
         labels: dict[str, str],
         nocache: bool,
+        platform: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """The classic builder's decoded events for a tar context (the image untagged)."""
+        """The classic builder's decoded events for a tar context (the image untagged),
+        built for platform (linux/arm64) or the engine's own."""
         ...
 
     def tag(self, image_id: str, reference: str) -> None: ...
@@ -58,8 +62,23 @@ class Engine(Protocol):
         docker config, as the docker CLI reads them)."""
         ...
 
-    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
-        """The engine's decoded pull events for reference (name:tag or name@digest)."""
+    def pull(self, reference: str, platform: str | None = None) -> Iterator[dict[str, Any]]:
+        """The engine's decoded pull events for reference (name:tag or name@digest; of a
+        manifest list, platform's image, default the engine's own)."""
+        ...
+
+    def architecture(self) -> str:
+        """The engine's own CPU architecture as it reports it (x86_64, aarch64)."""
+        ...
+
+    def push_manifest_list(self, reference: str, members: Sequence[str]) -> str:
+        """Push reference as the manifest list of members (name@sha256:... each, in the
+        registry already): its digest, or the reason it failed."""
+        ...
+
+    def registry_platforms(self, reference: str) -> tuple[str, ...] | None:
+        """The platforms (linux/arm64, ...) a registry has reference for; None when it
+        cannot be asked."""
         ...
 
     def exists(self, reference: str) -> bool: ...

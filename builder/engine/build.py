@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from builder import architectures
 from builder._version import __version__
 from builder.contract import DOCKERFILE_LABEL, VERSION_LABEL
 from builder.engine.docker import connect
-from builder.errors import BuildError, Interrupted
+from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.image.context import DOCKERFILE, docker_context
 from builder.image.recipe import image_recipe
 from builder.lock.apply import check_base
@@ -33,6 +34,7 @@ from builder.lock.apply import check_base
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from builder.architectures import Architecture
     from builder.engine.base import Engine
     from builder.output import OutputFile
     from builder.resolved import Resolved
@@ -173,6 +175,70 @@ class _Run:
         return _made([*self.steps, *under_way])
 
 
+@dataclass(frozen=True)
+class Built:
+    """A stack built for each of its CPU architectures (image.platforms)."""
+
+    reference: str
+    """name:tag: the one image, or (several) the one a push makes a manifest list."""
+    results: dict[str, BuildResult]
+    """platform -> its build, tagged reference (one) or reference-ARCH (several)."""
+
+    @property
+    def primary(self) -> BuildResult:
+        """The build name:tag names in the engine: this machine's architecture's, else the
+        first."""
+        return self.results.get(architectures.native().platform) or next(
+            iter(self.results.values())
+        )
+
+
+def build_platforms(
+    resolved: Resolved,
+    *,
+    reference: str | None = None,
+    build_args: dict[str, str] | None = None,
+    nocache: bool = False,
+    progress: Progress | None = None,
+    engine: Engine | None = None,
+) -> Built:
+    """Build the stack for every architecture of image.platforms (this machine's when
+    unset). One architecture is tagged reference (default: the spec's name:tag), as any
+    build; several are tagged reference-ARCH each (name:tag-arm64), and reference names
+    this machine's (else the first) in the engine, until a push makes it the manifest
+    list of them all."""
+    spec = resolved.spec
+    reference = reference or f"{spec.image.name}:{spec.image.tag}"
+    wanted = architectures.of_platforms(spec.image.platforms)
+    for architecture in wanted:
+        why = resolved.platform.architecture_problem(architecture.platform)
+        if why is not None:
+            raise UsageError(
+                f"{architecture.platform} (this machine's architecture; image.platforms is "
+                f"unset): {why}. Build on an x86_64 machine, or set image.platforms: "
+                f"[{', '.join(resolved.platform.architectures)}]",
+                field="image.platforms",
+                value=architecture.platform,
+            )
+    engine = engine or connect()
+    several = len(wanted) > 1
+    results: dict[str, BuildResult] = {}
+    for architecture in wanted:
+        results[architecture.platform] = build_image(
+            resolved,
+            reference=architectures.tagged(reference, architecture) if several else reference,
+            build_args=build_args,
+            nocache=nocache,
+            progress=progress,
+            engine=engine,
+            architecture=architecture if spec.image.platforms else None,
+        )
+    built = Built(reference, results)
+    if several:
+        engine.tag(built.primary.image_id, reference)
+    return built
+
+
 def build_image(
     resolved: Resolved,
     *,
@@ -181,22 +247,31 @@ def build_image(
     nocache: bool = False,
     progress: Progress | None = None,
     engine: Engine | None = None,
+    architecture: Architecture | None = None,
 ) -> BuildResult:
     """Build the resolved stack's image and tag it reference (default: the spec's
-    name:tag). With a lock, its base must still be in the engine as locked."""
-    stack, inputs = resolved.stack, resolved.inputs
+    name:tag), for architecture (default: the engine's own). With a lock, its base must
+    still be in the engine as locked."""
+    stack = resolved.stack
+    if architecture is not None:
+        resolved = resolved.for_architecture(architecture)
+    inputs = resolved.inputs
     engine = engine or connect()
     if inputs.lock is not None:
         check_base(inputs.lock, engine)
+    recipe = image_recipe(resolved)
+    if architecture is not None:
+        check_base_architecture(engine, recipe.base, architecture)
     try:
         return run_build(
-            docker_context(image_recipe(resolved)),
+            docker_context(recipe),
             reference or f"{stack.spec.image.name}:{stack.spec.image.tag}",
             log_name=stack.spec.name,
             build_args=build_args,
             nocache=nocache,
             progress=progress,
             engine=engine,
+            platform=architecture.platform if architecture is not None else None,
         )
     except BuildError as exc:
         if inputs.lock is None:
@@ -209,6 +284,36 @@ def build_image(
         ) from None
 
 
+def check_base_architecture(engine: Engine, base: str, architecture: Architecture) -> None:
+    """The base exists for architecture, where the engine can tell before the build: the
+    engine's own copy is of it, or the base's registry lists it. A base the engine holds
+    for another architecture only, and whose registry cannot be asked, is refused (the
+    engine would run the other architecture's binaries and record a wrong image)."""
+    try:
+        held = engine.image(base).architecture
+    except NotInEngine:
+        held = None
+    if held == architecture.engine:
+        return
+    listed = engine.registry_platforms(base)
+    if listed is not None and architecture.platform in listed:
+        return
+    if listed is None and held is None:
+        return  # neither can tell: the engine's pull says, with its own words
+    have = f"the engine's copy is linux/{held}" if held else "the engine has no copy"
+    where = (
+        f"its registry lists {', '.join(listed) or 'no platform'}"
+        if listed is not None
+        else "its registry cannot be asked"
+    )
+    raise BuildError(
+        f"base image {base} has no {architecture.platform} image ({have}; {where}): "
+        f"use a base published for {architecture.machine} (a multi-architecture one such as "
+        "debian:bookworm-slim or nvidia/cuda), or give that architecture its own base "
+        f"(--base-image {architecture.platform}=NAME:TAG)"
+    )
+
+
 def run_build(
     files: list[OutputFile],
     reference: str,
@@ -218,6 +323,7 @@ def run_build(
     nocache: bool = False,
     progress: Progress | None = None,
     engine: Engine | None = None,
+    platform: str | None = None,
 ) -> BuildResult:
     """Build a context (a Dockerfile and the files it copies); tag reference on success."""
     dockerfile = next(f.text for f in files if f.path == DOCKERFILE)
@@ -228,8 +334,13 @@ def run_build(
     started = time.monotonic()
     try:
         with context_tar(files) as context:
+            options: dict[str, Any] = {"platform": platform} if platform else {}
             events = engine.build(
-                context, buildargs=dict(build_args or {}), labels=labels, nocache=nocache
+                context,
+                buildargs=dict(build_args or {}),
+                labels=labels,
+                nocache=nocache,
+                **options,
             )
             error = _consume(events, run)
     except KeyboardInterrupt:

@@ -10,8 +10,10 @@ own `docker run` and `docker exec` lines, in a rehearsal (``cli``).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import threading
 from typing import IO, TYPE_CHECKING, Any
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
 
 BUILD_TIMEOUT = 3600
 """Seconds the client waits on one read; a long RUN (a torch wheel install) stays silent."""
+INSPECT_TIMEOUT = 120.0
+"""`docker manifest create`: it reads each member's manifest from the registry."""
+PUSH_TIMEOUT = 600.0
+"""`docker manifest push`: a list of manifests already there (no layers)."""
 
 
 def engine_address() -> str:
@@ -73,8 +79,11 @@ class DockerEngine:
         buildargs: dict[str, str],
         labels: dict[str, str],
         nocache: bool,
+        platform: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Stream the classic builder's decoded events for a tar context (untagged)."""
+        """Stream the classic builder's decoded events for a tar context (untagged), for
+        platform (linux/arm64: its RUN steps under qemu on an x86_64 engine) or the
+        engine's own."""
         from docker.errors import APIError
 
         try:
@@ -89,6 +98,7 @@ class DockerEngine:
                 nocache=nocache,
                 buildargs=buildargs,
                 labels=labels,
+                platform=platform,
             )
         except APIError as exc:
             raise BuildError(f"the engine refused the build: {_reason(exc)}") from None
@@ -111,13 +121,16 @@ class DockerEngine:
         except (DockerException, OSError) as exc:  # requests' errors are OSErrors
             yield {"error": _reason(exc)}
 
-    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
-        """Stream the pull of reference (a tag or a digest)."""
+    def pull(self, reference: str, platform: str | None = None) -> Iterator[dict[str, Any]]:
+        """Stream the pull of reference (a tag or a digest; of a manifest list, the
+        image for platform, default the engine's own)."""
         from docker.errors import DockerException
 
         repository, tag = split_reference(reference)
         try:
-            yield from self._client.api.pull(repository, tag=tag, stream=True, decode=True)
+            yield from self._client.api.pull(
+                repository, tag=tag, stream=True, decode=True, platform=platform
+            )
         except (DockerException, OSError) as exc:  # requests' errors are OSErrors
             yield {"error": _reason(exc)}
 
@@ -157,6 +170,68 @@ class DockerEngine:
             env=tuple(config.get("Env") or ()),
             entrypoint=tuple(config.get("Entrypoint") or ()),
             cmd=tuple(config.get("Cmd") or ()),
+            architecture=str(data.get("Architecture") or ""),
+        )
+
+    def architecture(self) -> str:
+        """The engine's own CPU architecture as it reports it (x86_64, aarch64)."""
+        return str(self._client.info().get("Architecture") or "")
+
+    def push_manifest_list(self, reference: str, members: Sequence[str]) -> str:
+        """Make reference the manifest list of members (name@sha256:... each, already in
+        the registry) and push it with the docker CLI's `manifest` commands (the engine's
+        API has none), which read the user's credentials as `docker push` does; the list's
+        digest, or what went wrong. A registry the engine itself treats as insecure (plain
+        HTTP: 127.0.0.0/8, --insecure-registry) is reached the same way here."""
+        insecure = ["--insecure"] if self.insecure_registry(reference) else []
+        code, out = self.cli(
+            ["docker", "manifest", "create", "--amend", *insecure, reference, *members],
+            INSPECT_TIMEOUT,
+        )
+        if code != 0:
+            return out.strip() or f"docker manifest create exited {code}"
+        code, out = self.cli(
+            ["docker", "manifest", "push", "--purge", *insecure, reference], PUSH_TIMEOUT
+        )
+        lines = out.strip().splitlines()
+        return lines[-1].strip() if code == 0 and lines else (out.strip() or f"exit {code}")
+
+    def insecure_registry(self, reference: str) -> bool:
+        """Whether the engine reaches reference's registry over plain HTTP: one named in
+        its insecure registries, or on an address of its insecure ranges (loopback by
+        default), as the engine decides for its own pushes."""
+        first, slash, _ = reference.partition("/")
+        if not slash or not ("." in first or ":" in first or first == "localhost"):
+            return False  # Docker Hub
+        config = self._client.info().get("RegistryConfig") or {}
+        index = (config.get("IndexConfigs") or {}).get(first)
+        if isinstance(index, dict) and "Secure" in index:
+            return not index["Secure"]
+        host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+        try:
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(host.strip("[]"), None)}
+        except OSError:
+            return False
+        ranges = [ipaddress.ip_network(c) for c in config.get("InsecureRegistryCIDRs") or ()]
+        return any(
+            ipaddress.ip_address(a.split("%")[0]) in net for a in addresses for net in ranges
+        )
+
+    def registry_platforms(self, reference: str) -> tuple[str, ...] | None:
+        """The platforms (os/arch) a registry holds reference for, asked through the engine
+        (its distribution endpoint, with the user's credentials); None when it cannot tell
+        (no registry answers, or no access)."""
+        from docker.errors import DockerException
+
+        try:
+            data = self._client.images.get_registry_data(reference)
+        except (DockerException, OSError):
+            return None
+        found = data.attrs.get("Platforms") or []
+        return tuple(
+            f"{p.get('os')}/{p.get('architecture')}"
+            for p in found
+            if isinstance(p, dict) and p.get("os") and p.get("architecture")
         )
 
     def history(self, reference: str) -> list[tuple[str, int]]:

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from builder.errors import RegistryRefused, RegistryUnreachable, UnknownDigest, UsageError, shown
+from builder import architectures
+from builder.errors import (
+    NotInEngine,
+    RegistryRefused,
+    RegistryUnreachable,
+    UnknownDigest,
+    UsageError,
+    shown,
+)
 from builder.image.pin import check_pin_path, write_pin
-from builder.image.registry import DIGEST, Pushed
+from builder.image.registry import DIGEST, Pushed, split_reference
 from builder.spec.loader import load_spec
 
 if TYPE_CHECKING:
@@ -56,13 +64,60 @@ def push_image(
     return Pushed(reference, digest)
 
 
+def push_platforms(
+    engine: Engine,
+    reference: str,
+    platforms: tuple[str, ...],
+    on_line: Callable[[str], None] = lambda _: None,
+) -> Pushed:
+    """Push the image of every platform, then reference as their manifest list: several
+    architectures go up as name:tag-ARCH each (what `builder build` tagged them), and
+    name:tag becomes the list of them, which each node's engine resolves to its own
+    architecture's image; one architecture is pushed as name:tag itself. Every image is
+    checked first to be of its architecture, so that a list never names a wrong one."""
+    if len(platforms) <= 1:
+        pushed = push_image(engine, reference, on_line)
+        known = architectures.named(engine.image(reference).architecture)
+        mine = {known.platform: pushed.digest} if known else {}
+        return Pushed(pushed.reference, pushed.digest, mine)
+    images = {p: architectures.tagged(reference, architectures.KNOWN[p]) for p in platforms}
+    for platform, local in images.items():
+        if not engine.exists(local):
+            raise NotInEngine(
+                f"image {local} ({platform}) is not in the local engine: build the stack "
+                "first (`builder build` tags each architecture name:tag-ARCH)",
+                image=local,
+            )
+        held = engine.image(local).architecture
+        if f"linux/{held}" != platform:
+            raise UsageError(
+                f"image {local} is linux/{held or 'unknown'}, not {platform}: build the stack "
+                "again (`builder build`), which tags each architecture's own image",
+                value=local,
+            )
+    digests = {p: push_image(engine, local, on_line).digest for p, local in images.items()}
+    repository = split_reference(reference)[0]
+    members = [f"{repository}@{digest}" for digest in digests.values()]
+    index = engine.push_manifest_list(reference, members)
+    if not DIGEST.fullmatch(index):
+        raise RegistryUnreachable(
+            f"the manifest list {reference} was not pushed: {shown(index, quote=False)}",
+            registry=registry_of(reference),
+            reference=reference,
+        )
+    on_line(f"{reference}: manifest list of {', '.join(digests)} pushed")
+    return Pushed(reference, index, digests)
+
+
 def push_and_record(
     engine: Engine,
     reference: str,
     spec_path: Path | None,
     on_line: Callable[[str], None] = lambda _: None,
+    platforms: tuple[str, ...] = (),
 ) -> tuple[Pushed, Path | None]:
-    """Push reference and, when it is the spec file's own name:tag, record its digest
+    """Push reference (of several platforms: each architecture's image and their
+    manifest list) and, when it is the spec file's own name:tag, record its digest
     beside the spec (stack.digest), which launch, bundle, slurm and preflight then pin;
     (the push, the record written or None: no spec file, or another name:tag)."""
     own = False
@@ -71,7 +126,8 @@ def push_and_record(
         own = f"{image.name}:{image.tag}" == reference
         if own:
             check_pin_path(spec_path)
-    pushed = push_image(engine, reference, on_line)
+            platforms = platforms or image.platforms or ()
+    pushed = push_platforms(engine, reference, platforms, on_line)
     if spec_path is None or not own:
         return pushed, None
     try:

@@ -20,8 +20,16 @@ import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from builder import architectures
 from builder.cluster.ssh import Nodes, Ssh, reach
-from builder.errors import Interrupted, ToolMissing, UsageError, shown
+from builder.errors import (
+    Interrupted,
+    NotInEngine,
+    ToolMissing,
+    UsageError,
+    WrongArchitecture,
+    shown,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -101,18 +109,25 @@ class Shipment:
 def check_images(
     engine: Engine, reference: str, names: Sequence[str], ssh: Ssh | None = None
 ) -> Shipment:
-    """Which nodes have this engine's image under reference (nothing is sent); each node
-    is reached with ssh (default: the user's own)."""
+    """Which nodes have this engine's image under reference, each the image of its own
+    architecture (nothing is sent); each node is reached with ssh (default: the user's
+    own)."""
     nodes = Nodes(ssh or Ssh(), lambda _: None)
     names = list(dict.fromkeys(names))
-    image_id = _local_id(engine, reference)
+    images = local_images(engine, reference)
+    rows: list[NodeImage] = []
     try:
         reach(nodes, names, "builder ship", "nothing was checked")
-        found = node_ids(nodes, names, reference)
+        groups = _by_architecture(images, node_architectures(nodes, names), reference)
+        for (_, image_id), members in groups.items():
+            found = node_ids(nodes, members, reference)
+            rows += [_compared(n, v, image_id) for n, v in found.items()]
     except KeyboardInterrupt:
         nodes.end()
         raise Interrupted("ship --check interrupted") from None
-    return Shipment(reference, image_id, tuple(_compared(n, v, image_id) for n, v in found.items()))
+    order = {name: index for index, name in enumerate(names)}
+    rows.sort(key=lambda row: order[row.node])
+    return Shipment(reference, _primary_id(images), tuple(rows))
 
 
 def ship_image(
@@ -126,35 +141,64 @@ def ship_image(
 ) -> Shipment:
     """Send reference to every node in names that lacks it (all of them with force) and
     check each one's image id on arrival; each node is reached with ssh (default: the
-    user's own); progress goes to say."""
+    user's own); progress goes to say.
+
+    Each node gets the image of its own CPU architecture, asked from its engine: the one
+    reference names, or of a multi-architecture build the one tagged name:tag-ARCH (then
+    tagged name:tag there, which the plan runs). A node of an architecture none of them
+    fits stops the ship before anything is sent (WrongArchitecture)."""
     nodes = Nodes(ssh or Ssh(), say)
     names = list(dict.fromkeys(names))  # a node named twice gets the image once
     started = time.monotonic()
-    image_id = _local_id(engine, reference)
+    images = local_images(engine, reference)
     loads: list[_Load] = []
+    rows: list[NodeImage] = []
+    sent = 0
     try:
         reach(nodes, names, "builder ship", "nothing was sent")
-        found = node_ids(nodes, names, reference)
-        before = {n: _compared(n, v, image_id) for n, v in found.items()}
-        targets = [
-            n
-            for n, row in before.items()
-            if row.state != "failed" and (force or row.state != "there")
-        ]
-        have = sum(row.state == "there" for row in before.values())
-        unasked = sum(row.state == "failed" for row in before.values())
-        say(
-            f"{reference} ({_short(image_id)}): {have} of {len(names)} nodes have it"
-            + (f", {unasked} could not be asked" if unasked else "")
-            + (f"; sending it to {len(targets)}" if targets else "")
-        )
-        sent, ended = _stream(engine, reference, nodes, targets, loads, say) if targets else (0, {})
-        after = node_ids(nodes, targets, reference) if targets else {}
+        groups = _by_architecture(images, node_architectures(nodes, names), reference)
+        for (local, image_id), members in groups.items():
+            found = node_ids(nodes, members, reference)
+            before = {n: _compared(n, v, image_id) for n, v in found.items()}
+            targets = [
+                n
+                for n, row in before.items()
+                if row.state != "failed" and (force or row.state != "there")
+            ]
+            have = sum(row.state == "there" for row in before.values())
+            unasked = sum(row.state == "failed" for row in before.values())
+            say(
+                f"{local} ({_short(image_id)}): {have} of {len(members)} nodes have it"
+                + (f", {unasked} could not be asked" if unasked else "")
+                + (f"; sending it to {len(targets)}" if targets else "")
+            )
+            loads.clear()
+            group_sent, ended = (
+                _stream(engine, local, nodes, targets, loads, say) if targets else (0, {})
+            )
+            sent += group_sent
+            if local != reference and ended:
+                _tag_on(
+                    nodes, [n for n, (_, failure) in ended.items() if not failure], local, reference
+                )
+            after = node_ids(nodes, targets, reference) if targets else {}
+            rows += _rows(before, ended, after, image_id)
     except KeyboardInterrupt:
         nodes.end()
         for load in loads:
             load.kill()
         raise Interrupted("ship interrupted; the nodes' ssh and docker load were stopped") from None
+    order = {name: index for index, name in enumerate(names)}
+    rows.sort(key=lambda row: order[row.node])
+    return Shipment(reference, _primary_id(images), tuple(rows), sent, time.monotonic() - started)
+
+
+def _rows(
+    before: dict[str, NodeImage],
+    ended: dict[str, tuple[float, str]],
+    after: dict[str, str | Exception | None],
+    image_id: str,
+) -> list[NodeImage]:
     rows = []
     for node, row in before.items():
         if node not in ended:
@@ -169,7 +213,86 @@ def ship_image(
         else:
             what = f"arrived as {_id_of(arrived) or 'nothing'}, not {image_id}"
             rows.append(NodeImage(node, "failed", _id_of(arrived), seconds, what))
-    return Shipment(reference, image_id, tuple(rows), sent, time.monotonic() - started)
+    return rows
+
+
+LocalImages = dict[str, tuple[str, str]]
+"""platform -> (the local reference of its image, its id)."""
+
+
+def local_images(engine: Engine, reference: str) -> LocalImages:
+    """The images of reference this engine has, by architecture: of a multi-architecture
+    build, name:tag-ARCH each; else name:tag itself, of the architecture it was built for."""
+    image_id = _local_id(engine, reference)  # NotInEngine when it was not built here
+    found: LocalImages = {}
+    for architecture in architectures.KNOWN.values():
+        local = architectures.tagged(reference, architecture)
+        try:
+            info = engine.image(local)
+        except NotInEngine:
+            continue
+        if info.architecture == architecture.engine:
+            found[architecture.platform] = (local, info.id)
+    if found:
+        return found
+    held = architectures.named(engine.image(reference).architecture)
+    return {held.platform if held else "": (reference, image_id)}
+
+
+def _primary_id(images: LocalImages) -> str:
+    """The id name:tag has in this engine: this machine's architecture's image, or the
+    one there is."""
+    native = images.get(architectures.native().platform)
+    return (native or next(iter(images.values())))[1]
+
+
+def node_architectures(nodes: Nodes, names: Sequence[str]) -> dict[str, str | None]:
+    """{node: the platform of its engine (linux/arm64), or None when it could not say}."""
+    command = ("docker", "info", "--format", "{{.Architecture}}")
+    answers = nodes.run(dict.fromkeys(names, command), INSPECT_TIMEOUT)
+    found: dict[str, str | None] = {}
+    for node, (code, output) in answers.items():
+        last = (output.strip().splitlines() or [""])[-1].strip()
+        known = architectures.named(last) if code == 0 else None
+        found[node] = known.platform if known else None
+    return found
+
+
+def _by_architecture(
+    images: LocalImages, arches: dict[str, str | None], reference: str
+) -> dict[tuple[str, str], list[str]]:
+    """The nodes each local image goes to; a node whose engine did not say its
+    architecture gets the one image there is (or this machine's), and is checked by id
+    on arrival as ever. A node no image fits stops the ship."""
+    fallback = images.get(architectures.native().platform) or next(iter(images.values()))
+    groups: dict[tuple[str, str], list[str]] = {}
+    unfit: list[tuple[str, str]] = []
+    for node, platform in arches.items():
+        if platform is None or (len(images) == 1 and "" in images):
+            groups.setdefault(fallback, []).append(node)
+        elif platform in images:
+            groups.setdefault(images[platform], []).append(node)
+        else:
+            unfit.append((node, platform))
+    if unfit:
+        built = ", ".join(p for p in images if p) or "another architecture"
+        missing = sorted({platform for _, platform in unfit})
+        named = ", ".join(f"{node} ({platform})" for node, platform in unfit)
+        raise WrongArchitecture(
+            f"{named}: {reference} is built for {built} only, and these nodes' "
+            f"engines are {', '.join(missing)}; nothing was sent. Add "
+            f"{', '.join(missing)} to image.platforms and build again (`builder build`), "
+            "or leave these nodes out",
+            nodes=[node for node, _ in unfit],
+        )
+    return groups
+
+
+def _tag_on(nodes: Nodes, names: Sequence[str], local: str, reference: str) -> None:
+    """Tag the loaded name:tag-ARCH as name:tag on the nodes (what the plan runs); a node
+    where it fails shows up in the id check that follows."""
+    if names:
+        nodes.run(dict.fromkeys(names, ("docker", "tag", local, reference)), INSPECT_TIMEOUT)
 
 
 def node_ids(

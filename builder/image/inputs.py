@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from builder import architectures
+from builder.architectures import foreign_wheel
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.files import MIB, check_input, named, read_input
 from builder.spec.check import check_spec
@@ -26,6 +28,7 @@ from builder.spec.records import IMAGE_REF
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.architectures import Architecture
     from builder.lock.file import Lock
     from builder.spec.loader import Stack
 
@@ -62,6 +65,17 @@ class BuildInputs:
     wheels: tuple[Wheel, ...] = ()
     lock: Lock | None = None
     """The stack's lock: build exactly its packages (see builder.lock)."""
+    platform_bases: tuple[tuple[str, str], ...] = ()
+    """(platform, base image) pairs: that architecture's build starts from its own base
+    (a local debootstrap of it, a site's mirror) instead of the spec's."""
+
+    def for_architecture(self, architecture: Architecture) -> BuildInputs:
+        """The inputs of one architecture's build: its own base where one is given, and
+        the wheelhouse without the wheels another architecture's tags name (pip could not
+        install them there, and they would only swell the build context)."""
+        base = dict(self.platform_bases).get(architecture.platform, self.base_image)
+        wheels = tuple(w for w in self.wheels if not foreign_wheel(w.filename, architecture))
+        return replace(self, base_image=base, wheels=wheels, platform_bases=())
 
     def wheel_for(self, name: str, version: str) -> Wheel | None:
         """The wheelhouse's wheel of name==version, if it has one."""
@@ -77,8 +91,10 @@ def load_inputs(
     pip_index_url: str | None = None,
     pip_extra_index_urls: tuple[str, ...] = (),
     wheelhouse: Path | None = None,
+    platform_bases: tuple[str, ...] = (),
 ) -> BuildInputs:
-    """Read and check the files the options name; every problem is a UsageError."""
+    """Read and check the files the options name (platform_bases: PLATFORM=NAME:TAG
+    each); every problem is a UsageError."""
     if pip_index_url is not None:
         check_index_url(pip_index_url, "--pip-index-url")
     for url in pip_extra_index_urls:
@@ -92,7 +108,9 @@ def load_inputs(
         )
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
+    bases = tuple(_platform_base(entry) for entry in platform_bases)
     return BuildInputs(
+        platform_bases=bases,
         base_image=base_image,
         ca_pem=_read_ca(ca_bundle) if ca_bundle is not None else None,
         trust_ca=trust_ca,
@@ -100,6 +118,26 @@ def load_inputs(
         pip_extra_index_urls=tuple(pip_extra_index_urls),
         wheels=_read_wheelhouse(wheelhouse) if wheelhouse is not None else (),
     )
+
+
+def _platform_base(entry: str) -> tuple[str, str]:
+    platform, equals, base = entry.partition("=")
+    fix = (
+        f"write PLATFORM=NAME:TAG, PLATFORM one of {', '.join(architectures.PLATFORMS)}, "
+        "e.g. linux/arm64=registry.example.com/base:bookworm-arm64"
+    )
+    if not equals or platform.strip().lower() not in architectures.KNOWN_NAMES:
+        raise UsageError(
+            f"--platform-base {shown(entry)}: {fix}", field="--platform-base", value=entry
+        )
+    if len(base) > 512 or not re.fullmatch(IMAGE_REF, base):
+        raise UsageError(
+            f"--platform-base {shown(entry)}: {shown(base)} is not an image reference "
+            "(name[:tag][@digest]; letters, digits and ._/:@+- only)",
+            field="--platform-base",
+            value=entry,
+        )
+    return architectures.KNOWN_NAMES[platform.strip().lower()].platform, base
 
 
 def check_index_url(url: str, option: str) -> None:

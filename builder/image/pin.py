@@ -13,6 +13,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from builder import architectures
 from builder.errors import UsageError, shown
 from builder.files import KIB, check_input, read_input
 from builder.image.registry import DIGEST, Pushed
@@ -44,7 +45,13 @@ def check_pin_path(spec_path: Path) -> None:
 def write_pin(spec_path: Path, pushed: Pushed) -> Path:
     """Record a push beside its spec (replacing an earlier one)."""
     path = pin_path(spec_path)
-    data = {"schema": SCHEMA, "reference": pushed.reference, "digest": pushed.digest}
+    data: dict[str, object] = {
+        "schema": SCHEMA,
+        "reference": pushed.reference,
+        "digest": pushed.digest,
+    }
+    if pushed.platforms:
+        data["platforms"] = dict(sorted(pushed.platforms.items()))
     text = json.dumps(data, indent=2) + "\n"
     write_files([OutputFile(path.name, 0o644, text)], path.parent, force=True)
     return path
@@ -68,8 +75,14 @@ def read_pin(spec_path: Path) -> Pushed | None:
         ) from None
     reference = data.get("reference") if isinstance(data, dict) else None
     digest = data.get("digest") if isinstance(data, dict) else None
+    platforms = data.get("platforms", {}) if isinstance(data, dict) else None
     if (
-        not isinstance(reference, str)
+        not isinstance(platforms, dict)
+        or not all(
+            p in architectures.KNOWN and isinstance(d, str) and DIGEST.fullmatch(d)
+            for p, d in platforms.items()
+        )
+        or not isinstance(reference, str)
         or not re.fullmatch(IMAGE_REF, reference)
         or "@" in reference
         or not isinstance(digest, str)
@@ -81,7 +94,7 @@ def read_pin(spec_path: Path) -> Pushed | None:
             f"{shown(reference)}, digest {shown(digest)}); {_FIX}",
             path=path,
         )
-    return Pushed(reference, digest)
+    return Pushed(reference, digest, dict(platforms))
 
 
 def image_for(spec: Spec, spec_path: Path | None, image: str | None) -> str:

@@ -148,7 +148,12 @@ def image_recipe(decided: Resolved) -> Recipe:
     )
 
 
-ADDED_AFTER_FORMAT_1 = (("fabric", "none"), ("deepspeed_ops", None), ("archs", None))
+ADDED_AFTER_FORMAT_1 = (
+    ("fabric", "none"),
+    ("deepspeed_ops", None),
+    ("archs", None),
+    ("platforms", None),
+)
 """Image keys newer than format 1, hashed only when set to something else than their
 default: a spec that does not use them keeps its hash (and its lock)."""
 

@@ -5,7 +5,7 @@ push and pull are in ``builder.engine.push``."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 """A manifest digest; matched whole (``DIGEST.fullmatch``): ``$`` would let a trailing
@@ -29,6 +29,10 @@ class Pushed:
 
     reference: str
     digest: str
+    """The manifest's digest; of several architectures, the manifest list's (OCI image
+    index): each node's engine pulls its own architecture's image by it."""
+    platforms: dict[str, str] = field(default_factory=dict)
+    """platform (linux/arm64) -> the digest of that architecture's own image."""
 
     @property
     def repository(self) -> str:

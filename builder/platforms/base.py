@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from builder import architectures
 from builder.collectives import gloo
 from builder.deepspeed_ops import NOT_BUILT, OPS
 
@@ -125,6 +126,10 @@ class Platform:
     """What preflight calls one device ("7 of 8 GPUs visible"); None: no devices to count."""
     env_prefixes: ClassVar[tuple[str, ...]] = ()
     """Its runtime's and SDK's variables (CUDA_, HABANA_), recorded in a fingerprint."""
+    architectures: ClassVar[tuple[str, ...]] = architectures.PLATFORMS
+    """The CPU architectures (image.platforms) its base images and torch wheels exist for."""
+    architectures_why: ClassVar[str] = ""
+    """Why an architecture it lacks is lacking (its vendor's releases), for the message."""
 
     @property
     def socket_variables(self) -> tuple[str, ...]:
@@ -162,6 +167,25 @@ class Platform:
         if image.torch == FROM_BASE and image.torch_index is not None:
             return [("image.torch_index", "torch comes from the base (from-base): remove it")]
         return []
+
+    def architecture_problem(self, platform: str) -> str | None:
+        """Why this platform's images cannot be built for platform (a CPU architecture),
+        or None when they can."""
+        if platform in self.architectures:
+            return None
+        return (
+            f"{self.name} images exist for {', '.join(self.architectures)} only: "
+            f"{self.architectures_why or 'its vendor publishes no other'}"
+        )
+
+    def architecture_problems(self, image: ImageSpec) -> Problems:
+        """image.platforms against the architectures this platform exists for."""
+        problems: Problems = []
+        for index, platform in enumerate(image.platforms or ()):
+            why = self.architecture_problem(platform)
+            if why is not None:
+                problems.append((f"image.platforms[{index}]", f"{platform}: {why}"))
+        return problems
 
     def torch_index(self, image: ImageSpec) -> str | None:
         """The pip index torch comes from (image.torch is set)."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from builder.architectures import ARM64
 from builder.collectives import nccl
 from builder.deepspeed_ops import OPS
 from builder.model import Extra
 from builder.platforms._gpu import WheelIndexedGpu
-from builder.platforms.base import VERSION_PATTERN, Problems, minor_of, version_key
+from builder.platforms.base import FROM_BASE, VERSION_PATTERN, Problems, minor_of, version_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -48,6 +49,10 @@ TORCH_CUDA_INDEXES: dict[str, tuple[str, ...]] = {
     "2.14": ("cu126", "cu130", "cu132"),
     "2.15": ("cu130", "cu132"),
 }
+
+FIRST_AARCH64_CUDA_TORCH = "2.7"
+"""The first torch with linux aarch64 (sbsa) CUDA wheels on PyTorch's indexes (cu128,
+PR pytorch/pytorch#146378; PyPI's own aarch64 wheels are CUDA builds from 2.11)."""
 
 # nvidia/cuda X.Y.Z-devel-OS tags NVIDIA still publishes (its supported-tags
 # list; older tags are deleted after the driver's end of life). NVIDIA builds each
@@ -158,11 +163,35 @@ class Cuda(WheelIndexedGpu):
     arch_variable = "TORCH_CUDA_ARCH_LIST"
 
     def default_archs(self, image: ImageSpec) -> tuple[str, ...]:
-        """A100 and H100 (8.0 also runs on 8.6 and 8.9), and B200 where the toolkit has it."""
+        """A100 and H100 (8.0 also runs on 8.6 and 8.9), and B200 where the toolkit has it;
+        an aarch64-only image: GH200 (9.0) and GB200 (10.0), Grace's only GPUs."""
         cuda = _toolkit(image)
-        if cuda is not None and version_key(cuda) >= version_key("12.8"):
-            return ("8.0", "9.0", "10.0")
-        return ("8.0", "9.0")
+        blackwell = cuda is not None and version_key(cuda) >= version_key("12.8")
+        if image.platforms == (ARM64.platform,):
+            return ("9.0", "10.0") if blackwell else ("9.0",)
+        return ("8.0", "9.0", "10.0") if blackwell else ("8.0", "9.0")
+
+    def problems(self, image: ImageSpec) -> Problems:
+        problems = super().problems(image)
+        torch = image.torch
+        arm = ARM64.platform in (image.platforms or ())
+        old = (
+            arm
+            and torch
+            and torch != FROM_BASE
+            and not image.torch_index
+            and version_key(minor_of(torch)) < version_key(FIRST_AARCH64_CUDA_TORCH)
+        )
+        if old:
+            problems.append(
+                (
+                    "image.torch",
+                    f"torch {torch} has no aarch64 CUDA wheels (PyTorch publishes them "
+                    f"from {FIRST_AARCH64_CUDA_TORCH}, on its cu128 index and later): "
+                    f"use torch {FIRST_AARCH64_CUDA_TORCH} or newer for linux/arm64",
+                )
+            )
+        return problems
 
     def arch_problems(self, archs: tuple[str, ...], image: ImageSpec) -> Problems:
         problems: Problems = []

@@ -89,6 +89,11 @@ class Gaudi(Platform):
     hashed_when_unset = ("synapse",)
     base_family = re.compile(r"habana|gaudi", re.IGNORECASE)
     default_os = DEFAULT_OS
+    architectures = ("linux/amd64",)
+    architectures_why = (
+        "Intel's Gaudi software (SynapseAI, its PyTorch and its vault.habana.ai base images) "
+        "is released for x86_64 hosts only (docs.habana.ai support matrix)"
+    )
     system_site_packages = True
     # Habana's documented settings: its container runtime with every card visible,
     # OpenMPI's shared-memory transport without CMA, sys_nice for its scheduler.

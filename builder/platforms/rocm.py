@@ -112,6 +112,11 @@ class Rocm(WheelIndexedGpu):
         Extra("rocm", "ROCm release of the base (rocm only), e.g. 7.2.", VERSION_PATTERN),
     )
     base_family = re.compile(r"(^|/)rocm/|rocm", re.IGNORECASE)
+    architectures = ("linux/amd64",)
+    architectures_why = (
+        "AMD supports ROCm on x86_64 only, and PyTorch's ROCm wheels and the rocm/dev "
+        "base images are x86_64 builds"
+    )
     toolkit_key = "rocm"
     default_toolkit = DEFAULT_ROCM
     default_os = DEFAULT_OS

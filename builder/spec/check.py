@@ -151,6 +151,7 @@ def check_image(image: ImageSpec) -> Problems:
     if image.os and image.os not in OSES:
         problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}"))
     problems += platform.problems(image)
+    problems += platform.architecture_problems(image)
     problems += platform.deepspeed_problems(image)
     problems += fabric_problems(image)
     os_name = platform.os_of(image)

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from builder import platforms
+from builder import architectures, platforms
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
 from builder.errors import UsageError, shown
 from builder.fabrics import NAMES as FABRICS
@@ -176,6 +176,21 @@ def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(items))
 
 
+def _platforms(items: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [item for item in items if item not in architectures.KNOWN]
+    if unknown:
+        raise ValueError(
+            f"{shown(unknown[0])} is not a platform builder builds for: "
+            f"{', '.join(architectures.PLATFORMS)} (docker's names; aarch64 is linux/arm64)"
+        )
+    if not items:
+        raise ValueError(
+            "[] builds nothing: leave it out for this machine's architecture, or list "
+            f"some of {', '.join(architectures.PLATFORMS)}"
+        )
+    return _sorted_unique(items)
+
+
 @dataclass(frozen=True)
 class SSH:
     """sshd inside the image, so pdsh/DeepSpeed can reach every node."""
@@ -236,6 +251,16 @@ class ImageSpec:
         default_factory=dict,
         extras=platforms.version_keys,
         description="The platform's own release keys (cuda, synapse, rocm), as written.",
+    )
+    platforms: tuple[str, ...] | None = field(
+        None,
+        check=_platforms,
+        description=(
+            "CPU architectures to build, as docker names them: linux/amd64, linux/arm64 "
+            "(aarch64: Grace in GH200 and GB200 nodes). Each is built through the engine "
+            "(another than the build machine's under qemu); several are pushed as one tag "
+            "(a manifest list), so that each node pulls its own. Unset: the build machine's."
+        ),
     )
     python: str | None = field(
         None, pattern=_VERSION, description="Python version; must be the base OS's python3."

@@ -302,8 +302,8 @@ class _Registry:
     def __init__(self, error: str) -> None:
         self.error = error
 
-    def pull(self, reference: str) -> Iterator[dict[str, Any]]:
-        del reference
+    def pull(self, reference: str, platform: str | None = None) -> Iterator[dict[str, Any]]:
+        del reference, platform
         yield {"errorDetail": {"message": self.error}}
 
 

@@ -14,6 +14,7 @@ from builder.cli import app
 from builder.cluster.ssh import Nodes, Ssh
 from builder.engine import ship
 from builder.engine.ship import NodeImage, Shipment, check_images, node_ids
+from builder.errors import NotInEngine, WrongArchitecture
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -42,9 +43,26 @@ class Answers(Nodes):  # what check_images makes of the Ssh it is given
 
 
 class Engine:
+    """This machine's engine: name:tag of one architecture (amd64 unless told), or of
+    several (name:tag-ARCH each, their ids ID-like per architecture)."""
+
+    def __init__(self, *architectures: str) -> None:
+        self.architectures = architectures or ("amd64",)
+        self.saved: list[str] = []
+
     def image(self, reference: str) -> Any:
-        del reference
-        return type("Info", (), {"id": ID})
+        name, _, suffix = reference.rpartition("-")
+        several = len(self.architectures) > 1
+        if several and name and suffix in self.architectures:
+            return type("Info", (), {"id": arch_id(suffix), "architecture": suffix})
+        if reference.endswith(("-amd64", "-arm64")):
+            raise NotInEngine(f"no image {reference}")
+        first = self.architectures[0]
+        return type("Info", (), {"id": arch_id(first) if several else ID, "architecture": first})
+
+
+def arch_id(architecture: str) -> str:
+    return ID if architecture == "amd64" else "sha256:" + "c" * 64
 
 
 def test_a_nodes_answer_becomes_its_state(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,21 +154,30 @@ if command.startswith("docker image inspect"):
         sys.exit(0)
     print("Error: No such image: t:1")
     sys.exit(1)
+if command.startswith("docker info"):
+    print({"arm": "aarch64", "x86": "x86_64"}.get(node, ""))
+    sys.exit(0)
+if command.startswith("docker tag"):
+    open(state + ".tags", "a").write(command + chr(10))
+    sys.exit(0)
 if command == "docker load":
     if node == "slow":  # takes nothing of the stream, and does not end by itself
         time.sleep(60)
         sys.exit(1)
     data = sys.stdin.buffer.read()
-    open(state, "w").write("sha256:" + "a" * 64 if len(data) == 50 * 65536 else "short")
-    print("Loaded image: t:1")
+    ids = {"t:1-arm64": "sha256:" + "c" * 64}
+    image = data[:65536].rstrip(b"x").decode()
+    loaded = ids.get(image, "sha256:" + "a" * 64)
+    open(state, "w").write(loaded if len(data) == 50 * 65536 else "short")
+    print("Loaded image: " + image)
 """
 
 
 class Saving(Engine):
     def save(self, reference: str) -> Any:
-        del reference
+        self.saved.append(reference)
         for _ in range(50):
-            yield b"x" * 65536
+            yield reference.encode().ljust(65536, b"x")
 
 
 def test_a_node_that_stops_reading_is_given_up_and_the_others_get_the_image(
@@ -171,3 +198,39 @@ def test_a_node_that_stops_reading_is_given_up_and_the_others_get_the_image(
     assert rows["slow"].state == "failed"
     assert "took nothing of the image for 1 s" in rows["slow"].detail
     assert found.sent_bytes == 50 * 65536
+
+
+@pytest.fixture
+def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "state").mkdir()
+    fake = tmp_path / "bin" / "ssh"
+    fake.write_text(FAKE_SSH)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("SHIP_STATE", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def test_each_node_gets_the_image_of_its_own_architecture(fake_ssh: Path) -> None:
+    engine = Saving("amd64", "arm64")
+    found = ship.ship_image(cast("Any", engine), "t:1", ["x86", "arm"])
+    rows = {row.node: row for row in found.nodes}
+    assert [rows["x86"].state, rows["arm"].state] == ["sent", "sent"]
+    assert (rows["x86"].image_id, rows["arm"].image_id) == (ID, arch_id("arm64"))
+    assert sorted(engine.saved) == ["t:1-amd64", "t:1-arm64"]
+    # loaded as name:tag-ARCH, then tagged name:tag there: what the plan runs
+    assert (fake_ssh / "arm.tags").read_text() == "docker tag t:1-arm64 t:1\n"
+
+
+def test_a_node_no_built_architecture_fits_stops_the_ship_before_anything_is_sent(
+    fake_ssh: Path,
+) -> None:
+    engine = Saving("amd64")
+    with pytest.raises(WrongArchitecture) as refused:
+        ship.ship_image(cast("Any", engine), "t:1", ["x86", "arm"])
+    assert refused.value.nodes == ("arm",)
+    assert "arm (linux/arm64): t:1 is built for linux/amd64 only" in str(refused.value)
+    assert "Add linux/arm64 to image.platforms" in str(refused.value)
+    assert engine.saved == []
+    assert not list(fake_ssh.iterdir())
