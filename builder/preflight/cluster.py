@@ -18,10 +18,12 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from builder import architectures
 from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
-from builder.errors import Interrupted, UsageError, shown
+from builder.engine.docker import connect
+from builder.errors import BuilderError, Interrupted, UsageError, WrongArchitecture, shown
 from builder.launch.logs import tail
 from builder.launch.plan import launch_plan
 from builder.output import OutputFile, write_files
@@ -147,6 +149,7 @@ class ClusterPreflight:
         if self.folder.exists():
             check_bundle(self.spec, self.folder)
         self.reach()
+        self.check_architectures()
         self.write()
         self.check_folder()
         try:
@@ -180,6 +183,43 @@ class ClusterPreflight:
         """Every node answers over ssh; else nothing is written or started."""
         reach(self.nodes, self.plan.nodes, "preflight", "nothing was written or started")
         self.phase("nodes reached")
+
+    def check_architectures(self) -> None:
+        """Every node's CPU architecture is one the image was built for (image.platforms;
+        unset: what this engine's copy of the image was built for, when it has one), asked
+        with `uname -m` before anything is written or started."""
+        built = self.built_for()
+        if not built:
+            return
+        answers = self.nodes.run(dict.fromkeys(self.plan.nodes, ("uname", "-m")), STEP_TIMEOUT)
+        wrong: dict[str, str] = {}
+        for node, (code, output) in answers.items():
+            machine = (output.strip().splitlines() or [""])[-1].strip()
+            known = architectures.named(machine)
+            if code == 0 and machine and (known is None or known.platform not in built):
+                wrong[node] = machine
+        if wrong:
+            named = ", ".join(f"{node} is {machine}" for node, machine in wrong.items())
+            raise WrongArchitecture(
+                f"{named}; the image {self.image} is built for {', '.join(built)} only: its "
+                "binaries cannot run there (nothing was written or started). Add the nodes' "
+                "architecture to image.platforms, build and push again, or leave these nodes "
+                "out of launch.nodes",
+                nodes=list(wrong),
+            )
+        self.phase("architectures checked")
+
+    def built_for(self) -> tuple[str, ...]:
+        """The platforms the image exists for: image.platforms, or the architecture of this
+        engine's copy of it; () when neither can tell (no engine here, or not built here)."""
+        if self.spec.image.platforms:
+            return self.spec.image.platforms
+        try:
+            held = connect().image(self.image).architecture
+        except BuilderError:
+            return ()
+        known = architectures.named(held)
+        return (known.platform,) if known else ()
 
     def check_folder(self) -> None:
         """Every node sees the probe's folder at the cluster folder's path."""

@@ -468,3 +468,39 @@ def test_ctrl_c_anywhere_in_the_run_stops_it_and_judges_nothing(
         run.run()
     assert caught.value.exit_code == 130
     assert calls[-2:] == ["end", "cleanup stop=True"]
+
+
+def test_a_node_of_an_architecture_the_image_lacks_is_named_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from builder.errors import WrongArchitecture
+
+    spec = load_preset("cpu-deepspeed").spec
+    spec = replace(spec, image=replace(spec.image, platforms=("linux/amd64",)))
+    run = ClusterPreflight(
+        resolve(spec), image="i:1", cluster_dir=tmp_path / "c", settings=Settings(), ssh=Ssh()
+    )
+    asked: list[Any] = []
+
+    def answers(commands: dict[str, Any], timeout: float, **_: Any) -> dict[str, Any]:
+        del timeout
+        asked.append(commands)
+        machines = {"node1": "x86_64", "node2": "aarch64"}
+        return {node: (0, machines.get(node, "x86_64") + "\n") for node in commands}
+
+    monkeypatch.setattr(run, "reach", lambda: None)
+    monkeypatch.setattr(run.nodes, "run", answers)
+    monkeypatch.setattr(run, "write", lambda: pytest.fail("written before the check"))
+    with pytest.raises(WrongArchitecture) as wrong:
+        run.run()
+    assert wrong.value.exit_code == 21
+    assert wrong.value.nodes == ("node2",)
+    assert str(wrong.value).startswith("node2 is aarch64; the image i:1 is built for linux/amd64")
+    assert all(tuple(c) == ("uname", "-m") for c in asked[0].values())
+    # every node of a built architecture: the check passes on to the writing
+    spec = replace(spec, image=replace(spec.image, platforms=("linux/amd64", "linux/arm64")))
+    run = ClusterPreflight(
+        resolve(spec), image="i:1", cluster_dir=tmp_path / "c", settings=Settings(), ssh=Ssh()
+    )
+    monkeypatch.setattr(run.nodes, "run", answers)
+    run.check_architectures()
