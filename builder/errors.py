@@ -25,7 +25,8 @@ the node, the image or the field without parsing the message::
     │   ├── DriftFound                 13
     │   ├── PreflightFailed            15
     │   ├── NodeUnreachable            16
-    │   └── TransferFailed             20
+    │   ├── TransferFailed             20
+    │   └── WrongArchitecture          21
     ├── RegistryError                          .registry, .reference
     │   ├── RegistryUnreachable        17
     │   ├── RegistryRefused            18
@@ -370,6 +371,7 @@ EXIT_CODES: dict[str, int] = {
         RegistryRefused,
         UnknownDigest,
         TransferFailed,
+        WrongArchitecture,
         Interrupted,
     )
 }

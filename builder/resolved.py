@@ -84,14 +84,17 @@ class Resolved:
         return replace(self, stack=replace(self.stack, spec=spec))
 
     def run_environment(self) -> dict[str, str]:
-        """What every rank's environment gets: the platform's advice, the launcher's
-        policy (torchrun's restarts), the fabric's, the interface of launch.socket_ifname
-        for each of its collective libraries, then launch.env."""
+        """What every rank's environment gets: the platform's advice (and its multi-node
+        NVLink settings, launch.mnnvl), the launcher's policy (torchrun's restarts), the
+        fabric's, the interface of launch.socket_ifname for each of its collective
+        libraries, then launch.env."""
         interface = self.spec.launch.socket_ifname
         sockets = dict.fromkeys(self.platform.socket_variables, interface) if interface else {}
         launch = self.spec.launch
+        mnnvl = dict(self.platform.mnnvl_env or ()) if launch.mnnvl else {}
         return {
             **self.platform.run_env(),
+            **mnnvl,
             **self.launcher.run_env(launch),
             **self.network.env,
             **sockets,

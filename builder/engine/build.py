@@ -310,7 +310,7 @@ def check_base_architecture(engine: Engine, base: str, architecture: Architectur
         f"base image {base} has no {architecture.platform} image ({have}; {where}): "
         f"use a base published for {architecture.machine} (a multi-architecture one such as "
         "debian:bookworm-slim or nvidia/cuda), or give that architecture its own base "
-        f"(--base-image {architecture.platform}=NAME:TAG)"
+        f"(--platform-base {architecture.platform}=NAME:TAG)"
     )
 
 

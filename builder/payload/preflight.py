@@ -246,17 +246,29 @@ def link(run: Run, device: Device, leaders: list[int]) -> dict[str, float]:
     return mine
 
 
-def transport(log_dir: str) -> dict[str, list[str]]:
-    """NET and intra-node transports from this process's NCCL_DEBUG=INFO lines."""
+def transport(log_dir: str) -> dict[str, object]:
+    """NET and intra-node transports from this process's NCCL_DEBUG=INFO lines, and
+    whether multi-node NVLink (MNNVL: "... MNNVL 1" on the communicator's line, channels
+    "via P2P/MNNVL") and NVLink SHARP (NVLS: its "NVLS comm" line) carried any of it,
+    as NCCL 2.30 prints them (src/init.cc, src/transport/p2p.cc, src/transport/nvls.cc)."""
     nets: set[str] = set()
     local: set[str] = set()
     using: set[str] = set()
+    mnnvl = nvls = False
     for path in Path(log_dir).glob("builder-preflight.*.nccl"):
         text = path.read_text(errors="replace")
         nets.update(re.findall(r" via NET/([^/\n]+)/", text))  # "AWS Libfabric" has a blank
         local.update(re.findall(r" via (P2P|SHM|CollNet)\b", text))
         using.update(m.strip() for m in re.findall(r"Using network ([^\n]+)", text))
-    return {"net": sorted(nets), "local": sorted(local), "using": sorted(using)}
+        mnnvl = mnnvl or bool(re.search(r" MNNVL [1-9]\b| via P2P/MNNVL\b", text))
+        nvls = nvls or bool(re.search(r"\bNVLS comm \S+ headRank", text))
+    return {
+        "net": sorted(nets),
+        "local": sorted(local),
+        "using": sorted(using),
+        "mnnvl": mnnvl,
+        "nvls": nvls,
+    }
 
 
 def fingerprint() -> dict[str, object]:

@@ -365,6 +365,12 @@ class Platform:
         """Variables every rank gets unless launch.env sets them (its vendor's advice)."""
         return {}
 
+    mnnvl_env: ClassVar[tuple[tuple[str, str], ...] | None] = None
+    """What launch.mnnvl (multi-node NVLink through IMEX channels) sets; None: the platform
+    has none."""
+    mnnvl_binds: ClassVar[tuple[str, ...]] = ()
+    """Host device folders a runtime that binds paths itself (apptainer) gives for it."""
+
     def forwarded_env(self, image_env: Mapping[str, str] | None) -> dict[str, str]:  # noqa: ARG002
         """What .deepspeed_env must carry for this platform: variables the nodes' ranks need
         that DeepSpeed does not forward by itself (read from the image's ENV when given)."""

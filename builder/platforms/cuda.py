@@ -156,6 +156,19 @@ class Cuda(WheelIndexedGpu):
         "stack=67108864",
     )
     apptainer_flags = ("--nv",)
+    # NVIDIA's IMEX guide (channels: /dev/nvidia-caps-imex-channels/channelN, made by the
+    # driver's NVreg_CreateImexChannel0=1 or mknod); the Container Toolkit creates the
+    # channels NVIDIA_IMEX_CHANNELS lists in a container (v1.15.0, NVIDIA/nvidia-container-
+    # toolkit@296d456; "all" is not taken: internal/config/image/cuda_image.go); NCCL 2.30:
+    # NCCL_MNNVL_ENABLE default 2 (auto), 1 forces it (src/init.cc), and MNNVL needs cuMem
+    # (src/mnnvl.cc: "MNNVL requires cuMem to be enabled"); GB200 needs NCCL >= 2.25.2
+    # (NVIDIA's multi-node NVLink tuning guide).
+    mnnvl_env = (
+        ("NVIDIA_IMEX_CHANNELS", "0"),
+        ("NCCL_MNNVL_ENABLE", "1"),
+        ("NCCL_CUMEM_ENABLE", "1"),
+    )
+    mnnvl_binds = ("/dev/nvidia-caps-imex-channels",)
     collective = nccl.COLLECTIVE
     env_prefixes = ("CUDA_", "NVIDIA_")
     deepspeed_ops = tuple(sorted(name for name in OPS if name != "deepspeed_shm_comm"))

@@ -118,4 +118,5 @@ def expected_of(
         net=net,
         fabric=fabric,
         threshold=settings.threshold,
+        mnnvl=bool(platform.mnnvl_env) and set(platform.mnnvl_env or ()) <= set(env.items()),
     )

@@ -62,6 +62,8 @@ class Expected:
     """The NET transport the library must use (NCCL_NET: IB, Libfabric); None: any."""
     fabric: str
     threshold: float
+    mnnvl: bool = False
+    """The run asks NCCL for multi-node NVLink (launch.mnnvl: NCCL_MNNVL_ENABLE=1)."""
     rates_judged: bool = True
     """False where the nodes share one machine's cores (a rehearsal with more ranks than
     cores): matmul, memory and link figures then vary by scheduling, and are warnings."""
@@ -89,6 +91,10 @@ class NodeRow:
     in_gbps: float | None = None
     intra_busbw: float | None = None
     nets: tuple[str, ...] = ()
+    mnnvl: bool | None = None
+    """Whether NCCL's lines showed multi-node NVLink (None: no NCCL lines came back)."""
+    nvls: bool | None = None
+    """Whether they showed NVLink SHARP (NVLS) communicators."""
     digest: str | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -241,8 +247,12 @@ def _take(report: dict[str, Any], row: NodeRow) -> None:
     intra = (report.get("allreduce") or {}).get("intra") or []
     if intra:
         row.intra_busbw = lowest(row.intra_busbw, intra[-1]["busbw"])
-    nets = (report.get("transport") or {}).get("net") or []
+    used = report.get("transport") or {}
+    nets = used.get("net") or []
     row.nets = tuple(sorted({*row.nets, *map(str, nets)}))
+    if "mnnvl" in used:
+        row.mnnvl = bool(row.mnnvl) or bool(used["mnnvl"])
+        row.nvls = bool(row.nvls) or bool(used.get("nvls"))
     digest = (report.get("fingerprint") or {}).get("digest")
     if digest:
         row.digest = str(digest)
@@ -373,7 +383,7 @@ def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
         ]
     if library.transport == "unread":
         return [Finding(None, f"{library.title}'s transport is not read by preflight", "warn")]
-    found = []
+    found = _multinode_nvlink(rows) if expected.mnnvl else []
     for row in rows:
         # NCCL matches NCCL_NET without regard to case
         other = [net for net in row.nets if net.casefold() != (expected.net or "").casefold()]
@@ -386,6 +396,34 @@ def _transport(rows: list[NodeRow], expected: Expected) -> list[Finding]:
                     f"(NET/{expected.net})",
                 )
             )
+    return found
+
+
+def _multinode_nvlink(rows: list[NodeRow]) -> list[Finding]:
+    """launch.mnnvl: every node's NCCL used multi-node NVLink; NVLS is reported either way
+    (NCCL picks it by size and topology, so its absence is a note, not a fault)."""
+    found = []
+    for row in rows:
+        if row.mnnvl is False:
+            found.append(
+                Finding(
+                    row.node,
+                    "NCCL did not use multi-node NVLink (no MNNVL in its lines) though the "
+                    "spec asks for it (launch.mnnvl): check the node's IMEX channel "
+                    "(/dev/nvidia-caps-imex-channels in the container, `nvidia-imex-ctl -N` "
+                    "on the node) and that NCCL is 2.25.2 or newer",
+                )
+            )
+    unused = [row.node for row in rows if row.nvls is False]
+    if unused:
+        found.append(
+            Finding(
+                None,
+                f"NCCL used no NVLink SHARP (NVLS) communicator on {', '.join(unused)} "
+                "(it picks NVLS by size and topology; NCCL_NVLS_ENABLE=1 forces it)",
+                "warn",
+            )
+        )
     return found
 
 

@@ -72,6 +72,14 @@ def run_problems(spec: Spec) -> Problems:
                 "listen there; choose another port (default 3022)",
             )
         )
+    if launch.mnnvl and platforms.get(image.accelerator).mnnvl_env is None:
+        problems.append(
+            (
+                "launch.mnnvl",
+                f"multi-node NVLink (IMEX channels) is NVIDIA's: {image.accelerator} images "
+                "have none; remove it, or use accelerator: cuda",
+            )
+        )
     nodes = sum(map(count_nodelist, launch.nodes))
     if launch.min_nodes is not None and launch.min_nodes > nodes:
         problems.append(

@@ -521,6 +521,18 @@ class LaunchSpec:
             "(virbr0, a bridge, ...)."
         ),
     )
+    mnnvl: bool = field(
+        False,
+        description=(
+            "Multi-node NVLink (GB200 NVL72 and other NVLink-switched racks; cuda only): "
+            "every container gets IMEX channel 0 (docker: NVIDIA_IMEX_CHANNELS=0 for the "
+            "NVIDIA Container Toolkit >= 1.15; apptainer: /dev/nvidia-caps-imex-channels "
+            "bound; pyxis: enroot >= 4.0's hook binds it), and NCCL must use it: "
+            "NCCL_MNNVL_ENABLE=1 (an error, not a silent fallback, where it cannot) and "
+            "NCCL_CUMEM_ENABLE=1, which MNNVL needs. The nodes' nvidia-imex service and "
+            "channel are the site's."
+        ),
+    )
     code: str | None = field(
         None,
         check=_bind_path,

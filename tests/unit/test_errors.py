@@ -40,6 +40,7 @@ from builder.errors import (
     SpecError,
     ToolMissing,
     TransferFailed,
+    WrongArchitecture,
     UnknownDigest,
     UsageError,
 )
@@ -58,7 +59,14 @@ if TYPE_CHECKING:
 FAMILIES: dict[type[BuilderError], tuple[type[BuilderError], ...]] = {
     InputError: (SpecError, UsageError, OutputExists),
     EngineError: (EngineUnavailable, BuildError, NotInEngine),
-    ClusterError: (RehearsalFailed, DriftFound, PreflightFailed, NodeUnreachable, TransferFailed),
+    ClusterError: (
+        RehearsalFailed,
+        DriftFound,
+        PreflightFailed,
+        NodeUnreachable,
+        TransferFailed,
+        WrongArchitecture,
+    ),
     RegistryError: (RegistryUnreachable, RegistryRefused, UnknownDigest),
 }
 ON_THEIR_OWN = (LintError, ToolMissing, Interrupted)
@@ -80,6 +88,7 @@ DOCUMENTED = {
     "RegistryRefused": 18,
     "UnknownDigest": 19,
     "TransferFailed": 20,
+    "WrongArchitecture": 21,
     "Interrupted": 130,
 }
 """The exit codes as the README documents them: the tree changed shape, not these."""

@@ -32,7 +32,7 @@ class Apptainer(Runtime):
             program=self.name,
             sif=setup.spec.launch.sif or sif_name(setup.image),
             command=command.argv,
-            flags=setup.platform.apptainer_flags,
+            flags=(*setup.platform.apptainer_flags, *_mnnvl_binds(setup)),
             binds=setup.binds,
             env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
             env_file=setup.secret_file(SECRETS_SH),
@@ -58,6 +58,15 @@ class Apptainer(Runtime):
 
     def purpose(self, launcher: str) -> str:
         return f"{launcher} in {self.name}"
+
+
+def _mnnvl_binds(setup: Setup) -> tuple[str, ...]:
+    """launch.mnnvl: the IMEX channels' device folder, bound explicitly (the default
+    `mount dev = yes` shows it anyway; under --contain only /dev/nvidia* comes with --nv,
+    apptainer 1.5's nvidia_legacy.go): a node without it fails to start, not silently."""
+    if not setup.spec.launch.mnnvl:
+        return ()
+    return tuple(flag for path in setup.platform.mnnvl_binds for flag in ("--bind", path))
 
 
 RUNTIME = Apptainer()
