@@ -40,9 +40,9 @@ from builder.errors import (
     SpecError,
     ToolMissing,
     TransferFailed,
-    WrongArchitecture,
     UnknownDigest,
     UsageError,
+    WrongArchitecture,
 )
 from builder.lint.findings import Finding, LintReport
 from builder.lint.hadolint import parse_json
