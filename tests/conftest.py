@@ -90,7 +90,7 @@ def _ensure_tools() -> str | None:
     return run_script("ensure-tools.sh")
 
 
-def run_script(name: str, *args: str) -> str | None:
+def run_script(name: str, *args: str, env: dict[str, str] | None = None) -> str | None:
     """Run one of the repository's scripts/ (they make the engine, the base image, the
     wheelhouse and the test tools when missing, and do nothing when they are there):
     None when it succeeded, else the end of what it printed."""
@@ -99,7 +99,7 @@ def run_script(name: str, *args: str) -> str | None:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "PYTHON": sys.executable},
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})},
         stdin=subprocess.DEVNULL,
     )
     if result.returncode == 0:

@@ -142,10 +142,15 @@ def push_and_record(
 
 
 def pull_image(
-    engine: Engine, reference: str, on_line: Callable[[str], None] = lambda _: None
+    engine: Engine,
+    reference: str,
+    on_line: Callable[[str], None] = lambda _: None,
+    platform: str | None = None,
 ) -> None:
-    """Pull reference (name:tag or name@sha256:...) into the engine."""
-    for event in engine.pull(reference):
+    """Pull reference (name:tag or name@sha256:...) into the engine; of a manifest list,
+    platform's image (default: the engine's own architecture's)."""
+    events = engine.pull(reference, platform) if platform else engine.pull(reference)
+    for event in events:
         _raise_on_error(event, reference, "pull")
         line = _progress(event)
         if line:

@@ -143,7 +143,7 @@ def ship_image(
     check each one's image id on arrival; each node is reached with ssh (default: the
     user's own); progress goes to say.
 
-    Each node gets the image of its own CPU architecture, asked from its engine: the one
+    Each node gets the image of its own CPU architecture (its `uname -m`): the one
     reference names, or of a multi-architecture build the one tagged name:tag-ARCH (then
     tagged name:tag there, which the plan runs). A node of an architecture none of them
     fits stops the ship before anything is sent (WrongArchitecture)."""
@@ -247,8 +247,9 @@ def _primary_id(images: LocalImages) -> str:
 
 
 def node_architectures(nodes: Nodes, names: Sequence[str]) -> dict[str, str | None]:
-    """{node: the platform of its engine (linux/arm64), or None when it could not say}."""
-    command = ("docker", "info", "--format", "{{.Architecture}}")
+    """{node: its platform (linux/arm64) as its `uname -m` says, or None when it could
+    not say}."""
+    command = ("uname", "-m")
     answers = nodes.run(dict.fromkeys(names, command), INSPECT_TIMEOUT)
     found: dict[str, str | None] = {}
     for node, (code, output) in answers.items():
@@ -279,8 +280,8 @@ def _by_architecture(
         missing = sorted({platform for _, platform in unfit})
         named = ", ".join(f"{node} ({platform})" for node, platform in unfit)
         raise WrongArchitecture(
-            f"{named}: {reference} is built for {built} only, and these nodes' "
-            f"engines are {', '.join(missing)}; nothing was sent. Add "
+            f"{named}: {reference} is built for {built} only, and these nodes "
+            f"are {', '.join(missing)}; nothing was sent. Add "
             f"{', '.join(missing)} to image.platforms and build again (`builder build`), "
             "or leave these nodes out",
             nodes=[node for node, _ in unfit],

@@ -27,13 +27,15 @@ from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from builder.spec.loader import load_preset
 from tests.conftest import run_script, unavailable
 from tests.integration.images import (
+    ARM64_BASE,
     BASE_IMAGE,
     CA_BUNDLE,
     FABRIC_IMAGE,
     IMAGE,
     KEEP,
+    MULTI_IMAGE,
     OPENMPI_IMAGE,
-    SHARED,
+    PREBUILT,
     TORCH,
     WHEELHOUSE,
     Prebuild,
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from builder.engine import DockerEngine, Engine
-    from builder.engine.build import BuildResult
+    from builder.engine.build import BuildResult, Built
     from builder.image.inputs import BuildInputs
     from builder.rehearse.run import Rehearsal
     from builder.rehearse.session import Outcome
@@ -64,6 +66,8 @@ IMAGE_FIXTURES = {
     IMAGE: "cpu_image",
     OPENMPI_IMAGE: "openmpi_image",
     FABRIC_IMAGE: "fabric_image",
+    ARM64_BASE: "arm64_base",
+    MULTI_IMAGE: "multi_image",
 }
 
 
@@ -137,7 +141,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the shared images the selected tests ask for, at once: they build
     while the engine-free tests, which run first, take their turn."""
     asked = {name for item in session.items for name in getattr(item, "fixturenames", ())}
-    wanted = [reference for reference in SHARED if IMAGE_FIXTURES[reference] in asked]
+    wanted = [reference for reference in PREBUILT if IMAGE_FIXTURES[reference] in asked]
     if (
         not wanted
         or session.config.option.collectonly
@@ -228,6 +232,47 @@ def base_image(engine: Engine) -> str:
                 f"could not make it: {problem}"
             )
     return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def emulation() -> None:
+    """arm64 binaries run here, in containers too (qemu with binfmt_misc's F flag)."""
+    problem = run_script("emulation.sh", "arm64")
+    if problem is not None:
+        unavailable(f"arm64 emulation could not be set up (scripts/emulation.sh): {problem}")
+
+
+@pytest.fixture(scope="session")
+def arm64_base(engine: Engine, emulation: None) -> str:
+    """The arm64 Debian base: scripts/base-image.sh's debootstrap, for arm64 (about a
+    minute and a half under qemu)."""
+    del emulation
+    if not engine.exists(ARM64_BASE):
+        problem = run_script("base-image.sh", ARM64_BASE, env={"BUILDER_BASE_ARCH": "arm64"})
+        if problem is not None or not engine.exists(ARM64_BASE):
+            unavailable(
+                f"{ARM64_BASE} is missing and scripts/base-image.sh could not make it: {problem}"
+            )
+    return ARM64_BASE
+
+
+@pytest.fixture(scope="session")
+def multi_image(engine: Engine, base_image: str, arm64_base: str, wheelhouse: Path) -> Built:
+    """The cpu-deepspeed stack for linux/amd64 and linux/arm64 (tests/integration/
+    multiarch.py), built once per session: name:tag-amd64, name:tag-arm64."""
+    from builder.architectures import AMD64, ARM64
+    from tests.integration import multiarch
+
+    del base_image, arm64_base, wheelhouse
+    wheels = {AMD64: multiarch.amd64_torch_wheel(), ARM64: multiarch.arm64_torch_wheel()}
+    for architecture, wheel in wheels.items():
+        if wheel is None:
+            unavailable(f"no CPU torch wheel for {architecture.machine} (pip download failed)")
+        multiarch.build_torch_base(engine, architecture, wheel)
+    built = multiarch.build_multi(engine)
+    for result in built.results.values():
+        keep(result)
+    return built
 
 
 @pytest.fixture(scope="session")

@@ -42,8 +42,22 @@ WHEELHOUSE = Path(
 IMAGE = "builder-test/cpu-deepspeed:it"
 OPENMPI_IMAGE = "builder-test/cpu-openmpi:it"
 FABRIC_IMAGE = "builder-test/fabric:it"
+# Several CPU architectures (tests/integration/multiarch.py): the arm64 Debian base (a
+# debootstrap of arm64 under qemu), a torch base per architecture (a framework base of
+# our own, as NGC's PyTorch images are for both), and the stack built on them for both.
+ARM64_BASE = "builder-test/bookworm-arm64:latest"
+TORCH_BASE = "builder-test/torch-base"
+MULTI_IMAGE = "builder-test/multi:it"
+MULTI_KEEP = (
+    ARM64_BASE,
+    f"{TORCH_BASE}:amd64",
+    f"{TORCH_BASE}:arm64",
+    MULTI_IMAGE,
+    f"{MULTI_IMAGE}-amd64",
+    f"{MULTI_IMAGE}-arm64",
+)
 # Kept between sessions as the build cache; every other image a session makes is removed.
-KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE, FABRIC_IMAGE)
+KEEP = (BASE_IMAGE, IMAGE, OPENMPI_IMAGE, FABRIC_IMAGE, *MULTI_KEEP)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -85,6 +99,9 @@ SHARED: dict[str, Callable[[], Stack]] = {
     OPENMPI_IMAGE: openmpi_stack,
     FABRIC_IMAGE: fabric_stack,
 }
+PREBUILT = (*SHARED, MULTI_IMAGE)
+"""What the prebuild makes, in its order: the shared images, then the multi-architecture
+stack (tests/integration/multiarch.py: minutes under qemu, the last to be needed)."""
 
 
 def suite_inputs(wheelhouse: Path = WHEELHOUSE) -> BuildInputs:
@@ -186,7 +203,12 @@ def main(argv: Sequence[str]) -> int:
         marker = Path(folder) / _marker(reference)
         started = time.monotonic()
         try:
-            build_shared(reference, inputs, engine)
+            if reference == MULTI_IMAGE:
+                from tests.integration.multiarch import prepare_and_build
+
+                prepare_and_build(engine)
+            else:
+                build_shared(reference, inputs, engine)
         except Exception as exc:
             print(f"{reference}: failed after {time.monotonic() - started:.0f} s: {exc}")
             marker.with_suffix(".failed").touch()

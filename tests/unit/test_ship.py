@@ -156,7 +156,7 @@ if command.startswith("docker image inspect"):
         sys.exit(0)
     print("Error: No such image: t:1")
     sys.exit(1)
-if command.startswith("docker info"):
+if command == "uname -m":
     print({"arm": "aarch64", "x86": "x86_64"}.get(node, ""))
     sys.exit(0)
 if command.startswith("docker tag"):
