@@ -26,6 +26,7 @@ from builder import architectures
 from builder._version import __version__
 from builder.contract import DOCKERFILE_LABEL, VERSION_LABEL
 from builder.engine.docker import connect
+from builder.engine.push import pull_image
 from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.image.context import DOCKERFILE, docker_context
 from builder.image.recipe import image_recipe
@@ -260,8 +261,8 @@ def build_image(
     if inputs.lock is not None:
         check_base(inputs.lock, engine)
     recipe = image_recipe(resolved)
-    if architecture is not None:
-        check_base_architecture(engine, recipe.base, architecture)
+    if architecture is not None and check_base_architecture(engine, recipe.base, architecture):
+        pull_image(engine, recipe.base, platform=architecture.platform)
     try:
         return run_build(
             docker_context(recipe),
@@ -284,22 +285,24 @@ def build_image(
         ) from None
 
 
-def check_base_architecture(engine: Engine, base: str, architecture: Architecture) -> None:
+def check_base_architecture(engine: Engine, base: str, architecture: Architecture) -> bool:
     """The base exists for architecture, where the engine can tell before the build: the
-    engine's own copy is of it, or the base's registry lists it. A base the engine holds
-    for another architecture only, and whose registry cannot be asked, is refused (the
-    engine would run the other architecture's binaries and record a wrong image)."""
+    engine's own copy is of it, or the base's registry lists it. True when the engine's
+    copy is of another architecture and the registry has this one: the caller pulls it
+    (an engine keeps one image per tag, and its classic builder does not pull a base it
+    has). A base the engine holds for another architecture only, and whose registry
+    cannot be asked, is refused: nothing of another architecture is ever built on."""
     try:
         held = engine.image(base).architecture
     except NotInEngine:
         held = None
     if held == architecture.engine:
-        return
+        return False
     listed = engine.registry_platforms(base)
     if listed is not None and architecture.platform in listed:
-        return
+        return held is not None
     if listed is None and held is None:
-        return  # neither can tell: the engine's pull says, with its own words
+        return False  # neither can tell: the engine's pull says, with its own words
     have = f"the engine's copy is linux/{held}" if held else "the engine has no copy"
     where = (
         f"its registry lists {', '.join(listed) or 'no platform'}"

@@ -231,7 +231,13 @@ def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
     assert failed(result) == [], [f.text() for f in result.findings]
     assert [(row.node, row.ranks) for row in result.nodes] == [("node1", 1), ("node2", 1)]
     assert (ssh_nodes.shared / "cluster" / "preflight" / "launch.sh").is_file()
-    assert [name for name, _ in result.phases] == ["nodes reached", "job", "cleanup"]
+    # the architecture check ran against the real nodes (uname -m), before anything started
+    assert [name for name, _ in result.phases] == [
+        "nodes reached",
+        "architectures checked",
+        "job",
+        "cleanup",
+    ]
 
 
 def test_ctrl_c_stops_the_probe_on_every_node(ssh_nodes: SshNodes) -> None:

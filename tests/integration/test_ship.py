@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from builder.cli import app
 from tests.conftest import real_tool
 from tests.daemons import Daemon, sshd_ready, start_daemon
-from tests.integration.images import BASE_IMAGE
+from tests.integration.images import BASE_IMAGE, MULTI_IMAGE
 from tests.integration.test_registry import free_port
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.engine import DockerEngine
+    from builder.engine.build import Built
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +97,8 @@ class Site:
         sshd_config.write_text(
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {self.root}/host\n"
             f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
-            f"StrictModes no\nUsePAM no\nAcceptEnv DOCKER_HOST\nPidFile {self.root}/sshd.pid\n"
+            f"StrictModes no\nUsePAM no\nAcceptEnv DOCKER_HOST BASH_ENV\n"
+            f"PidFile {self.root}/sshd.pid\n"
         )
         daemon = start_daemon(
             "sshd", [sshd, "-D", "-e", "-f", str(sshd_config)], self.root / "sshd.log"
@@ -111,7 +113,27 @@ class Site:
             for node, socket in {**self.sockets, "node3": f"unix://{self.root}/none.sock"}.items()
         ]
         self.config.write_text("".join(hosts))
+        self.hosts = (port, user)
         return daemon
+
+    def add_arm64_node(self, rootfs: Path) -> str:
+        """armnode: node2's engine, reached with a shell whose commands are the arm64
+        Debian's own (rootfs first on PATH, run under qemu with rootfs as their library
+        root: the BASH_ENV file the shell reads first), so that its `uname -m` is an
+        aarch64 program's answer; docker, which that Debian lacks, is this machine's
+        client."""
+        port, user = self.hosts
+        path = f"{rootfs}/usr/bin:{rootfs}/bin:/usr/local/bin:/usr/bin:/bin"
+        profile = self.root / "armnode.env"
+        profile.write_text(f"export PATH={path} QEMU_LD_PREFIX={rootfs}\n")
+        self.config.write_text(
+            self.config.read_text()
+            + f"Host armnode\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+            f"  IdentityFile {self.root}/user\n  IdentitiesOnly yes\n"
+            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+            f"  SetEnv DOCKER_HOST={self.sockets['node2']} BASH_ENV={profile}\n"
+        )
+        return "armnode"
 
     def ssh(self, node: str, *command: str) -> subprocess.CompletedProcess[str]:
         argv = ["ssh", "-F", str(self.config), node, *command]
@@ -240,3 +262,51 @@ def test_a_node_that_cannot_load_is_named_and_an_unreachable_one_stops_everythin
     assert code == 16, data
     assert "nowhere.invalid" in data["error"]
     assert "nothing was sent" in data["error"]
+
+
+def test_an_aarch64_node_gets_the_arm64_image_and_one_no_build_fits_is_refused(
+    site: Site, engine: DockerEngine, multi_image: Built, arm64_base: str, tmp_path: Path
+) -> None:
+    """A stack built for linux/amd64 and linux/arm64: node1 (x86_64) gets name:tag-amd64,
+    armnode (its `uname -m` says aarch64) name:tag-arm64, each tagged name:tag there; an
+    amd64-only image is not sent to armnode at all (exit 21)."""
+    rootfs = tmp_path / "arm64-rootfs"
+    rootfs.mkdir()
+    created = subprocess.run(
+        ["docker", "create", arm64_base, "true"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    try:
+        exported = subprocess.Popen(["docker", "export", created], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(rootfs)], stdin=exported.stdout, check=True)
+        assert exported.wait() == 0
+    finally:
+        subprocess.run(["docker", "rm", created], capture_output=True, check=False)
+    arm = site.add_arm64_node(rootfs)
+    said = site.ssh(arm, "uname", "-m")
+    assert said.stdout.strip() == "aarch64", said.stderr
+
+    name, tag = MULTI_IMAGE.split(":")
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        f"name: multi\nimage:\n  accelerator: cpu\n  torch: from-base\n  base: {BASE_IMAGE}\n"
+        f"  name: {name}\n  tag: {tag}\n  platforms: [linux/amd64, linux/arm64]\n"
+        "launch:\n  launcher: torchrun\n  nodes: [node1, armnode]\n"
+    )
+    argv = ["ship", str(stack), "--ssh-config", str(site.config), "--json"]
+    result = CliRunner().invoke(app, argv)
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0, data
+    assert [n["state"] for n in data["result"]["nodes"]] == ["sent", "sent"]
+    assert site.image_id("node1") == multi_image.results["linux/amd64"].image_id
+    found = site.docker(
+        "node2", "image", "inspect", "--format", "{{.Id}} {{.Architecture}}", MULTI_IMAGE
+    )
+    assert found.stdout.split() == [multi_image.results["linux/arm64"].image_id, "arm64"]
+
+    # the image of one architecture: armnode is refused before anything is sent
+    site.empty()
+    code, data = ship(site, tmp_path, nodes=("node1", "armnode"))
+    assert code == 21, data
+    assert "armnode (linux/arm64)" in data["error"]
+    assert "nothing was sent" in data["error"]
+    assert site.image_id("node1") is None

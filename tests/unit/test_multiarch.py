@@ -191,6 +191,8 @@ def test_several_architectures_are_built_and_tagged_each_with_name_tag_on_this_m
         ARM: "r/t:1-arm64",
     }
     assert built.primary.reference == "r/t:1-amd64"
+    # the engine's base is amd64, its registry has arm64 too: pulled for the arm64 build
+    assert engine.called("pull") == [("pull", "debian:bookworm-slim", ARM)]
     assert engine.find("r/t:1").architecture == "amd64"
     # one architecture: tagged name:tag itself, built as the engine's own
     engine.builds.clear()
@@ -212,7 +214,7 @@ def test_this_machines_architecture_a_platform_lacks_is_refused_before_the_engin
 
 def test_a_base_the_architecture_lacks_is_found_before_the_build() -> None:
     engine = Building(FakeImage("sha256:b", ("b:1",), architecture="amd64"))
-    check_base_architecture(engine, "b:1", architectures.AMD64)
+    assert not check_base_architecture(engine, "b:1", architectures.AMD64)
     engine.registry["b:1"] = (AMD,)
     with pytest.raises(BuildError) as caught:
         check_base_architecture(engine, "b:1", architectures.ARM64)
@@ -220,8 +222,11 @@ def test_a_base_the_architecture_lacks_is_found_before_the_build() -> None:
     assert said.startswith("base image b:1 has no linux/arm64 image")
     assert "the engine's copy is linux/amd64; its registry lists linux/amd64" in said
     assert "--platform-base linux/arm64=NAME:TAG" in said
-    engine.registry["b:1"] = (AMD, ARM)  # the registry has it: the engine pulls it
-    check_base_architecture(engine, "b:1", architectures.ARM64)
+    engine.registry["b:1"] = (AMD, ARM)  # the registry has it: pulled before the build
+    assert check_base_architecture(engine, "b:1", architectures.ARM64)
+    assert not check_base_architecture(engine, "c:1", architectures.ARM64)  # not held
+    engine.registry["c:1"] = (ARM,)
+    assert not check_base_architecture(engine, "c:1", architectures.ARM64)  # its pull
     # only the engine's copy to go by, of another architecture: refused
     del engine.registry["b:1"]
     with pytest.raises(BuildError, match="its registry cannot be asked"):

@@ -175,35 +175,9 @@ if command == "docker load":
 """
 
 
-class Saving(Engine):
-    def save(self, reference: str) -> Any:
-        self.saved.append(reference)
-        for _ in range(50):
-            yield reference.encode().ljust(65536, b"x")
-
-
-def test_a_node_that_stops_reading_is_given_up_and_the_others_get_the_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "state").mkdir()
-    fake = tmp_path / "bin" / "ssh"
-    fake.write_text(FAKE_SSH)
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("SHIP_STATE", str(tmp_path / "state"))
-    monkeypatch.setattr(ship, "STALL_TIMEOUT", 1.0)
-    found = ship.ship_image(cast("Any", Saving()), "t:1", ["fast", "slow", "fast"])
-    rows = {row.node: row for row in found.nodes}
-    assert list(rows) == ["fast", "slow"]  # a node named twice gets it once
-    assert rows["fast"].state == "sent"
-    assert rows["slow"].state == "failed"
-    assert "took nothing of the image for 1 s" in rows["slow"].detail
-    assert found.sent_bytes == 50 * 65536
-
-
 @pytest.fixture
 def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ssh is FAKE_SSH, whose nodes keep what they loaded in the folder returned."""
     (tmp_path / "bin").mkdir()
     (tmp_path / "state").mkdir()
     fake = tmp_path / "bin" / "ssh"
@@ -212,6 +186,27 @@ def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("SHIP_STATE", str(tmp_path / "state"))
     return tmp_path / "state"
+
+
+class Saving(Engine):
+    def save(self, reference: str) -> Any:
+        self.saved.append(reference)
+        for _ in range(50):
+            yield reference.encode().ljust(65536, b"x")
+
+
+@pytest.mark.usefixtures("fake_ssh")
+def test_a_node_that_stops_reading_is_given_up_and_the_others_get_the_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ship, "STALL_TIMEOUT", 1.0)
+    found = ship.ship_image(cast("Any", Saving()), "t:1", ["fast", "slow", "fast"])
+    rows = {row.node: row for row in found.nodes}
+    assert list(rows) == ["fast", "slow"]  # a node named twice gets it once
+    assert rows["fast"].state == "sent"
+    assert rows["slow"].state == "failed"
+    assert "took nothing of the image for 1 s" in rows["slow"].detail
+    assert found.sent_bytes == 50 * 65536
 
 
 def test_each_node_gets_the_image_of_its_own_architecture(fake_ssh: Path) -> None:
