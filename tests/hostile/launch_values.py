@@ -260,3 +260,42 @@ case(
     "--cluster-dir",
     files={"stack.yaml": spec(launch=SLURM % "partition: p")},
 )
+
+# --- CPU architectures and multi-node NVLink: each refused naming its field -------------
+for name, image, field in (
+    ("platforms-unknown", "platforms: [linux/riscv64]", "image.platforms"),
+    ("platforms-newline", 'platforms: ["linux/arm64\\n"]', "image.platforms"),
+    ("platforms-empty", "platforms: []", "image.platforms"),
+    ("platforms-string", "platforms: linux/arm64", "image.platforms"),
+    ("platforms-twice", "platforms: [linux/arm64, linux/arm64]", "image.platforms"),
+    ("platforms-huge", f"platforms: [{'a' * 100_000}]", "image.platforms"),
+):
+    case(f"arch-{name}", "render stack.yaml", SPEC, field, files={"stack.yaml": spec(image)})
+case(
+    "arch-mnnvl-on-cpu",
+    "launch stack.yaml",
+    SPEC,
+    "launch.mnnvl",
+    files={"stack.yaml": spec(launch="mnnvl: true")},
+)
+case(
+    "arch-mnnvl-string",
+    "launch stack.yaml",
+    SPEC,
+    "launch.mnnvl",
+    files={"stack.yaml": spec(launch="mnnvl: 'yes'")},
+)
+for name, entry in (
+    ("no-equals", "linux/arm64"),
+    ("unknown", "linux/s390x=debian:bookworm"),
+    ("newline", "linux/arm64=debian:bookworm\n; id"),
+    ("quote", "linux/arm64=deb'ian"),
+    ("huge", "linux/arm64=" + "a" * 100_000),
+):
+    case(
+        f"arch-platform-base-{name}",
+        ("build", "stack.yaml", "--platform-base", entry),
+        USAGE,
+        "--platform-base",
+        files={"stack.yaml": spec()},
+    )

@@ -117,15 +117,18 @@ class Site:
         return daemon
 
     def add_arm64_node(self, rootfs: Path) -> str:
-        """armnode: node2's engine, reached with a shell whose commands are the arm64
-        Debian's own (rootfs first on PATH, run under qemu with rootfs as their library
-        root: the BASH_ENV file the shell reads first), so that its `uname -m` is an
-        aarch64 program's answer; docker, which that Debian lacks, is this machine's
-        client."""
+        """armnode: node2's engine, reached with a shell whose `uname` is the arm64
+        Debian's own, run under qemu with rootfs as its library root (first on PATH
+        through the BASH_ENV file the shell reads), so that what the node says of its
+        machine is an aarch64 program's answer; docker is this machine's client."""
         port, user = self.hosts
-        path = f"{rootfs}/usr/bin:{rootfs}/bin:/usr/local/bin:/usr/bin:/bin"
+        bin_dir = self.root / "armnode-bin"
+        bin_dir.mkdir(exist_ok=True)
+        uname = bin_dir / "uname"
+        uname.write_text(f'#!/bin/sh\nQEMU_LD_PREFIX={rootfs} exec {rootfs}/usr/bin/uname "$@"\n')
+        uname.chmod(0o755)
         profile = self.root / "armnode.env"
-        profile.write_text(f"export PATH={path} QEMU_LD_PREFIX={rootfs}\n")
+        profile.write_text(f"export PATH={bin_dir}:$PATH\n")
         self.config.write_text(
             self.config.read_text()
             + f"Host armnode\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
@@ -276,9 +279,9 @@ def test_an_aarch64_node_gets_the_arm64_image_and_one_no_build_fits_is_refused(
         ["docker", "create", arm64_base, "true"], capture_output=True, text=True, check=True
     ).stdout.strip()
     try:
-        exported = subprocess.Popen(["docker", "export", created], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", str(rootfs)], stdin=exported.stdout, check=True)
-        assert exported.wait() == 0
+        with subprocess.Popen(["docker", "export", created], stdout=subprocess.PIPE) as exported:
+            subprocess.run(["tar", "-x", "-C", str(rootfs)], stdin=exported.stdout, check=True)
+        assert exported.returncode == 0
     finally:
         subprocess.run(["docker", "rm", created], capture_output=True, check=False)
     arm = site.add_arm64_node(rootfs)
@@ -297,11 +300,14 @@ def test_an_aarch64_node_gets_the_arm64_image_and_one_no_build_fits_is_refused(
     data = json.loads(result.stdout)
     assert result.exit_code == 0, data
     assert [n["state"] for n in data["result"]["nodes"]] == ["sent", "sent"]
-    assert site.image_id("node1") == multi_image.results["linux/amd64"].image_id
-    found = site.docker(
-        "node2", "image", "inspect", "--format", "{{.Id}} {{.Architecture}}", MULTI_IMAGE
-    )
-    assert found.stdout.split() == [multi_image.results["linux/arm64"].image_id, "arm64"]
+    for node, platform in (("node1", "linux/amd64"), ("node2", "linux/arm64")):
+        found = site.docker(
+            node, "image", "inspect", "--format", "{{.Id}} {{.Architecture}}", MULTI_IMAGE
+        )
+        assert found.stdout.split() == [
+            multi_image.results[platform].image_id,
+            platform.split("/")[1],
+        ]
 
     # the image of one architecture: armnode is refused before anything is sent
     site.empty()
