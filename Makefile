@@ -39,8 +39,9 @@ $(VENV)/.conformance: $(BIN)/builder Makefile
 
 conformance: $(VENV)/.conformance ## DeepSpeed and the CPU torch in the venv (conformance tests)
 
-engine: ## a running Docker engine, the local test base image and the CPU torch wheelhouse
+engine: ## a running Docker engine, arm64 emulation, the local test base image and the CPU torch wheelhouse
 	scripts/engine.sh
+	scripts/emulation.sh arm64
 	scripts/base-image.sh
 	PYTHON=$(BIN)/python scripts/wheelhouse.sh
 

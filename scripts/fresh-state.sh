@@ -16,7 +16,8 @@
 # - the debootstrap work folders and the engine's and base image's locks and logs;
 # - the clones (and their venvs) of earlier --run proofs.
 # With --packages it also purges the Debian packages .ci/run installs (docker.io, sshd,
-# pdsh, OpenMPI, Slurm's client, the registry, debootstrap), as a new machine has none.
+# pdsh, OpenMPI, Slurm's client, the registry, debootstrap, qemu-user-static and
+# binfmt-support, whose arm64 entry is taken out of binfmt_misc), as a new machine has none.
 #
 # The packages' downloads (apt's and pip's indexes) come from this machine's own
 # configuration, as on any machine. Root only; it asks nothing.
@@ -75,8 +76,12 @@ say "caches, venv, wheelhouse and /run/sshd removed"
 
 if [ "$packages" = 1 ]; then
     export DEBIAN_FRONTEND=noninteractive
+    for entry in /proc/sys/fs/binfmt_misc/qemu-*; do
+        if [ -w "$entry" ]; then echo -1 >"$entry" 2>/dev/null || true; fi
+    done
     apt-get purge -y -qq docker.io containerd runc openssh-server pdsh openmpi-bin \
-        slurm-client docker-registry debootstrap shellcheck >/dev/null 2>&1 || true
+        slurm-client docker-registry debootstrap shellcheck qemu-user-static \
+        binfmt-support >/dev/null 2>&1 || true
     apt-get autoremove -y -qq --purge >/dev/null 2>&1 || true
     say "the suite's Debian packages purged"
 fi

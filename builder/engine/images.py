@@ -28,6 +28,7 @@ def image_report(info: ImageInfo) -> dict[str, Any]:
         "id": info.id,
         "tags": list(info.tags),
         "created": info.created,
+        "platform": f"linux/{info.architecture}" if info.architecture else None,
         "size_bytes": info.size,
         "size": _size(info.size),
         "layers": len(info.layers),
@@ -45,6 +46,7 @@ def report_text(report: dict[str, Any]) -> str:
         ("image", report["id"]),
         ("tags", ", ".join(report["tags"]) or "(none)"),
         ("created", report["created"]),
+        ("platform", report.get("platform") or "-"),
         ("size", f"{report['size']} in {report['layers']} layers"),
     ]
     if report["built_by_builder"]:

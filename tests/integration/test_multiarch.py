@@ -75,6 +75,8 @@ def test_each_architecture_is_built_and_runs_its_own_torch(
     arm_torch = f"{ARM64_TORCH}+cpu"  # (PyPI's CPU aarch64 wheel says so itself)
     assert checked(engine, arm.reference) == ["aarch64", "aarch64", arm_torch, "0.19.8"]
     assert checked(engine, amd.reference) == ["x86_64", "x86_64", "2.13.0+cpu", "0.19.8"]
+    shown = CliRunner().invoke(app, ["inspect", arm.reference, "--json"])
+    assert json.loads(shown.stdout)["result"]["platform"] == ARM
 
 
 def test_diff_names_the_architecture(multi_image: Built) -> None:
