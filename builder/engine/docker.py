@@ -35,6 +35,21 @@ PUSH_TIMEOUT = 600.0
 """`docker manifest push`: a list of manifests already there (no layers)."""
 
 
+def build_cpu_shares() -> int | None:
+    """BUILDER_BUILD_CPU_SHARES as the CPU weight of a build's containers, or None (unset;
+    a value that is not an integer from 2 to 1024 is a UsageError naming it)."""
+    raw = os.environ.get("BUILDER_BUILD_CPU_SHARES", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 2 <= int(raw) <= 1024:  # the kernel's range of weights
+        raise UsageError(
+            f"BUILDER_BUILD_CPU_SHARES={raw[:20]!r}: give a CPU weight from 2 to 1024 "
+            "(1024 is a container's default), or unset it",
+            field="BUILDER_BUILD_CPU_SHARES",
+        )
+    return int(raw)
+
+
 def engine_address() -> str:
     """Where we look for the engine: DOCKER_HOST, or the default socket."""
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -83,9 +98,12 @@ class DockerEngine:
     ) -> Iterator[dict[str, Any]]:
         """Stream the classic builder's decoded events for a tar context (untagged), for
         platform (linux/arm64: its RUN steps under qemu on an x86_64 engine) or the
-        engine's own."""
+        engine's own. BUILDER_BUILD_CPU_SHARES (an integer, 2 to 1024) gives the build's
+        step containers that CPU weight beside the engine's other containers (default
+        1024): a build in the background yields the CPU to the containers that run."""
         from docker.errors import APIError
 
+        limits: Any = {"cpushares": shares} if (shares := build_cpu_shares()) else None
         try:
             yield from self._client.api.build(
                 fileobj=context,
@@ -99,6 +117,7 @@ class DockerEngine:
                 buildargs=buildargs,
                 labels=labels,
                 platform=platform,
+                container_limits=limits,
             )
         except APIError as exc:
             raise BuildError(f"the engine refused the build: {_reason(exc)}") from None

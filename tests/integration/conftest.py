@@ -257,19 +257,22 @@ def arm64_base(engine: Engine, emulation: None) -> str:
 
 
 @pytest.fixture(scope="session")
-def multi_image(engine: Engine, base_image: str, arm64_base: str, wheelhouse: Path) -> Built:
+def multi_image(
+    engine: Engine, base_image: str, arm64_base: str, wheelhouse: Path, prebuild: Prebuild | None
+) -> Built:
     """The cpu-deepspeed stack for linux/amd64 and linux/arm64 (tests/integration/
-    multiarch.py), built once per session: name:tag-amd64, name:tag-arm64."""
-    from builder.architectures import AMD64, ARM64
+    multiarch.py), built once per session: name:tag-amd64, name:tag-arm64. The prebuild
+    makes it first where one runs: this build then finds every layer cached."""
     from tests.integration import multiarch
 
     del base_image, arm64_base, wheelhouse
-    wheels = {AMD64: multiarch.amd64_torch_wheel(), ARM64: multiarch.arm64_torch_wheel()}
-    for architecture, wheel in wheels.items():
-        if wheel is None:
-            unavailable(f"no CPU torch wheel for {architecture.machine} (pip download failed)")
-        multiarch.build_torch_base(engine, architecture, wheel)
-    built = multiarch.build_multi(engine)
+    if prebuild is not None:
+        prebuild.wait(MULTI_IMAGE)
+    try:
+        built = multiarch.prepare_and_build(engine)
+    except RuntimeError as exc:
+        unavailable(str(exc))
+        raise
     for result in built.results.values():
         keep(result)
     return built

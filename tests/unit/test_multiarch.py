@@ -360,3 +360,18 @@ def test_a_node_whose_nccl_did_not_use_mnnvl_is_named(tmp_path: Path) -> None:
     assert any(t.startswith("n2: NCCL did not use multi-node NVLink") for t in failing)
     assert not any(t.startswith("n1: NCCL did not use") for t in failing)
     assert any("no NVLink SHARP (NVLS)" in f.what for f in found.findings)
+
+
+def test_a_builds_cpu_weight_is_an_integer_the_kernel_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from builder.engine.docker import build_cpu_shares
+
+    monkeypatch.delenv("BUILDER_BUILD_CPU_SHARES", raising=False)
+    assert build_cpu_shares() is None
+    monkeypatch.setenv("BUILDER_BUILD_CPU_SHARES", "64")
+    assert build_cpu_shares() == 64
+    for bad in ("1", "1025", "-5", "lots", "64\n; id"):
+        monkeypatch.setenv("BUILDER_BUILD_CPU_SHARES", bad)
+        with pytest.raises(UsageError, match="BUILDER_BUILD_CPU_SHARES=.*from 2 to 1024"):
+            build_cpu_shares()
