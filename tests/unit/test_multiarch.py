@@ -373,5 +373,5 @@ def test_a_builds_cpu_weight_is_an_integer_the_kernel_takes(
     assert build_cpu_shares() == 64
     for bad in ("1", "1025", "-5", "lots", "64\n; id"):
         monkeypatch.setenv("BUILDER_BUILD_CPU_SHARES", bad)
-        with pytest.raises(UsageError, match="BUILDER_BUILD_CPU_SHARES=.*from 2 to 1024"):
+        with pytest.raises(UsageError, match=r"BUILDER_BUILD_CPU_SHARES=.*from 2 to 1024"):
             build_cpu_shares()
