@@ -181,7 +181,7 @@ def keep(result: BuildResult) -> BuildResult:
 @pytest.fixture(scope="session", autouse=True)
 def no_images_left() -> Iterator[None]:
     """The suite leaves only KEEP, the stages of their builds, and Slurm images derived
-    from them. A run needs about 8 GB while it runs.
+    from them. A run needs about 15 GB while it runs (10 GB of kept images after it).
 
     An image is the suite's when it appeared during the session, or when it had a
     builder-test/ reference before and has none now (a rebuild moved the tag). With
