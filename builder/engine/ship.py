@@ -223,7 +223,8 @@ LocalImages = dict[str, tuple[str, str]]
 def local_images(engine: Engine, reference: str) -> LocalImages:
     """The images of reference this engine has, by architecture: of a multi-architecture
     build, name:tag-ARCH each; else name:tag itself, of the architecture it was built for."""
-    image_id = _local_id(engine, reference)  # NotInEngine when it was not built here
+    _refuse_digest(reference)
+    held = engine.image(reference)  # NotInEngine when it was not built here
     found: LocalImages = {}
     for architecture in architectures.KNOWN.values():
         local = architectures.tagged(reference, architecture)
@@ -235,8 +236,8 @@ def local_images(engine: Engine, reference: str) -> LocalImages:
             found[architecture.platform] = (local, info.id)
     if found:
         return found
-    held = architectures.named(engine.image(reference).architecture)
-    return {held.platform if held else "": (reference, image_id)}
+    known = architectures.named(held.architecture)
+    return {known.platform if known else "": (reference, held.id)}
 
 
 def _primary_id(images: LocalImages) -> str:
@@ -330,14 +331,13 @@ def _id_of(found: str | None | Exception | None) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _local_id(engine: Engine, reference: str) -> str:
+def _refuse_digest(reference: str) -> None:
     if "@" in reference:
         raise UsageError(
             f"{shown(reference)}: ship a name:tag; `docker load` keeps tags, not registry "
             "digests, so a node could not run it by digest",
             value=reference,
         )
-    return engine.image(reference).id  # NotInEngine when it was not built here
 
 
 def _short(image_id: str) -> str:

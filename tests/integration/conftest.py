@@ -26,6 +26,7 @@ from builder.rehearse.run import rehearsal_of
 from builder.rehearse.slurm import BASE_LABEL as SLURM_BASE_LABEL
 from builder.spec.loader import load_preset
 from tests.conftest import run_script, unavailable
+from tests.integration import multiarch
 from tests.integration.images import (
     ARM64_BASE,
     BASE_IMAGE,
@@ -263,8 +264,6 @@ def multi_image(
     """The cpu-deepspeed stack for linux/amd64 and linux/arm64 (tests/integration/
     multiarch.py), built once per session: name:tag-amd64, name:tag-arm64. The prebuild
     makes it first where one runs: this build then finds every layer cached."""
-    from tests.integration import multiarch
-
     del base_image, arm64_base, wheelhouse
     if prebuild is not None:
         prebuild.wait(MULTI_IMAGE)

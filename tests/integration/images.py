@@ -1,7 +1,7 @@
 """The suite's shared test images: what each one is, and their build ahead of the tests.
 
 Every image several tests use is built once per run (and kept as the next run's layer
-cache). `python -m tests.integration.images REFERENCE...` builds them in a process of
+cache). `python -m tests.integration.prebuild FOLDER REFERENCE...` builds them in a process of
 its own: the suite starts it as the run begins, so the images build while the tests
 that need no engine run, and a fixture waits for its image's build to end before it
 asks for the image itself (by then every layer is cached: seconds). The fixtures never
@@ -24,7 +24,6 @@ from builder.engine.progress import PlainProgress
 from builder.image.inputs import load_inputs
 from builder.resolved import resolve
 from builder.spec.loader import Stack, load_preset
-from tests.conftest import run_script
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -139,7 +138,7 @@ class Prebuild:
     @classmethod
     def start(cls, folder: Path, references: Sequence[str]) -> Prebuild:
         folder.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "tests.integration.images", str(folder), *references]
+        argv = [sys.executable, "-m", "tests.integration.prebuild", str(folder), *references]
         # the builds' containers yield the CPU to the tests' (their default weight is 1024)
         env = {**os.environ, "BUILDER_BUILD_CPU_SHARES": "64"}
         with (folder / "prebuild.log").open("wb") as log:
@@ -166,7 +165,7 @@ class Prebuild:
         """Until reference's build ended (or the process did); what became of it."""
         if reference not in self.references:
             return "not prebuilt"
-        marker = self.folder / _marker(reference)
+        marker = self.folder / marker_of(reference)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for state in ("done", "failed"):
@@ -186,41 +185,6 @@ class Prebuild:
                 self.process.kill()
 
 
-def _marker(reference: str) -> str:
+def marker_of(reference: str) -> str:
+    """The file (.state: its suffix becomes .done or .failed) a reference's build ends in."""
     return reference.replace("/", "_").replace(":", "_") + ".state"
-
-
-def main(argv: Sequence[str]) -> int:
-    from builder.engine import connect
-
-    folder, *references = argv
-    engine = connect()
-    for script, args in (("base-image.sh", [BASE_IMAGE]), ("wheelhouse.sh", [str(WHEELHOUSE)])):
-        problem = run_script(script, *args)
-        if problem is not None:
-            print(f"scripts/{script} failed: {problem}")
-            return 1
-    inputs = suite_inputs()
-    failed = 0
-    for reference in references:
-        marker = Path(folder) / _marker(reference)
-        started = time.monotonic()
-        try:
-            if reference == MULTI_IMAGE:
-                from tests.integration.multiarch import prepare_and_build
-
-                prepare_and_build(engine)
-            else:
-                build_shared(reference, inputs, engine)
-        except Exception as exc:
-            print(f"{reference}: failed after {time.monotonic() - started:.0f} s: {exc}")
-            marker.with_suffix(".failed").touch()
-            failed += 1
-        else:
-            print(f"{reference}: built in {time.monotonic() - started:.0f} s", flush=True)
-            marker.with_suffix(".done").touch()
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
