@@ -4,7 +4,6 @@ nodes over ssh, and lock files; collected in parallel."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import subprocess
@@ -19,9 +18,9 @@ from builder.contract import SPEC_HASH_LABEL
 from builder.errors import BuildError, NotInEngine, ToolMissing, UsageError, shown
 from builder.fingerprint.compare import PARTIAL
 from builder.fingerprint.record import Fingerprint, parse_collected
+from builder.image.reference import problem as reference_problem
 from builder.lock.file import read_lock
 from builder.payload import payload_text
-from builder.spec.records import IMAGE_REF
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -138,9 +137,11 @@ def of_reference(engine: Callable[[], Engine], reference: str) -> Fingerprint:
         return of_lock(Path(reference))
     if reference.startswith(CONTAINER):
         return of_container(engine(), reference.removeprefix(CONTAINER))
-    if len(reference) > 512 or not re.fullmatch(IMAGE_REF, reference):
+    problem = reference_problem(reference)
+    if problem is not None:
         raise UsageError(
-            f"{shown(reference)} is not an image, container:NAME or FILE.lock to compare"
+            f"{shown(reference)} is not an image, container:NAME or FILE.lock to compare "
+            f"({problem})"
         )
     if not engine().exists(reference):
         raise NotInEngine(

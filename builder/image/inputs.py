@@ -22,8 +22,9 @@ from builder import architectures
 from builder.architectures import foreign_wheel
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.files import MIB, check_input, named, read_input
+from builder.image.reference import parse as parse_reference
+from builder.image.reference import problem as reference_problem
 from builder.spec.check import check_spec
-from builder.spec.records import IMAGE_REF
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -99,13 +100,8 @@ def load_inputs(
         check_index_url(pip_index_url, "--pip-index-url")
     for url in pip_extra_index_urls:
         check_index_url(url, "--pip-extra-index-url")
-    if base_image is not None and (
-        len(base_image) > 512 or not re.fullmatch(IMAGE_REF, base_image)
-    ):
-        raise UsageError(
-            f"--base-image {shown(base_image)}: not an image reference (name[:tag][@digest]; "
-            "letters, digits and ._/:@+- only)"
-        )
+    if base_image is not None:
+        parse_reference(base_image, field="--base-image")
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
     bases = tuple(_platform_base(entry) for entry in platform_bases)
@@ -130,10 +126,10 @@ def _platform_base(entry: str) -> tuple[str, str]:
         raise UsageError(
             f"--platform-base {shown(entry)}: {fix}", field="--platform-base", value=entry
         )
-    if len(base) > 512 or not re.fullmatch(IMAGE_REF, base):
+    problem = reference_problem(base)
+    if problem is not None:
         raise UsageError(
-            f"--platform-base {shown(entry)}: {shown(base)} is not an image reference "
-            "(name[:tag][@digest]; letters, digits and ._/:@+- only)",
+            f"--platform-base {shown(entry)}: {problem}",
             field="--platform-base",
             value=entry,
         )

@@ -10,15 +10,14 @@ while the spec's image name and tag are the ones pushed.
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING
 
 from builder import architectures
 from builder.errors import UsageError, shown
 from builder.files import KIB, check_input, read_input
+from builder.image.reference import problem as reference_problem
 from builder.image.registry import DIGEST, Pushed
 from builder.output import OutputFile, write_files
-from builder.spec.records import IMAGE_REF
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -83,7 +82,7 @@ def read_pin(spec_path: Path) -> Pushed | None:
             for p, d in platforms.items()
         )
         or not isinstance(reference, str)
-        or not re.fullmatch(IMAGE_REF, reference)
+        or reference_problem(reference) is not None
         or "@" in reference
         or not isinstance(digest, str)
         or not DIGEST.fullmatch(digest)

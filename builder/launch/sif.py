@@ -4,26 +4,20 @@
 
 The file name is the same wherever it is asked for (a plan's run step, `builder sif`):
 ``train-1.0.sif`` for ``team/train:1.0``, ``train-<12 digits>.sif`` for a pinned image.
+The image is read as docker reads it: ``team/train`` is ``team/train:latest``.
 """
 
 from __future__ import annotations
 
-import re
-
 from builder.errors import UsageError, shown
-from builder.image.registry import DIGEST
+from builder.image.reference import parse
 
 APPTAINER_PROGRAMS = ("apptainer", "singularity")
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_HOST = r"(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9-]+(?=:))(?::[0-9]+)?"
-_REPOSITORY = re.compile(rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*")
-"""A repository as docker reads one: an optional registry host[:port], then lowercase
-path components (so a SIF name never starts with '-' nor holds ':')."""
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 def sif_name(image: str) -> str:
-    """team/train:1.0 -> train-1.0.sif; team/train@sha256:abc... -> train-abc....sif"""
+    """team/train:1.0 -> train-1.0.sif; team/train -> train-latest.sif (docker's default
+    tag); team/train@sha256:abc... -> train-abc....sif"""
     repository, version, _ = _parts(image)
     return f"{repository.rsplit('/', 1)[-1]}-{version}.sif"
 
@@ -41,23 +35,28 @@ def sif_build_argv(
     return [program, "build", output or sif_name(image), source]
 
 
+def sif_notes(image: str) -> list[str]:
+    """What a person should know of how image was read: a name with no tag is read as
+    docker reads it, name:latest (apptainer's docker-daemon:// would refuse it bare)."""
+    reference = parse(image)
+    if reference.tag is None and reference.digest is None:
+        return [
+            f"{image} has no tag: read as {reference.with_default_tag().familiar()}, "
+            "as docker reads it"
+        ]
+    return []
+
+
 def _parts(image: str) -> tuple[str, str, str]:
-    """(repository, what the file name carries after it, the source apptainer builds)."""
-    if "@" in image:
-        named, _, digest = image.partition("@")
-        repository = named
-        tag = re.fullmatch(rf"(.+):({_TAG.pattern})", named)
-        if tag is not None and "/" not in tag[2] and _REPOSITORY.fullmatch(tag[1]):
-            repository = tag[1]  # name:tag@sha256:... is pinned by its digest
-        if not _REPOSITORY.fullmatch(repository) or not DIGEST.fullmatch(digest):
-            raise UsageError(
-                f"{shown(image)}: a pinned image is name@sha256:<64 hex digits>, the name in "
-                "lowercase (registry/team/train@sha256:...)"
-            )
-        return repository, digest[7:19], f"docker://{repository}@{digest}"
-    match = re.fullmatch(rf"(.+):({_TAG.pattern})", image)
-    if match is None or not _REPOSITORY.fullmatch(match[1]):
-        raise UsageError(
-            f"{shown(image)}: docker-daemon:// needs a lowercase name:tag (e.g. team/train:latest)"
-        )
-    return match[1], match[2], f"docker-daemon://{image}"
+    """(repository, what the file name carries after it, the source apptainer builds).
+
+    The image is read with docker's own grammar (builder.image.reference): a name docker
+    takes is taken, without a tag it is name:latest, and name:tag@digest is pinned by its
+    digest (as docker pulls it)."""
+    reference = parse(image)
+    repository = reference.familiar_name
+    if reference.digest is not None:
+        hex_digits = reference.digest.partition(":")[2]
+        return repository, hex_digits[:12], f"docker://{repository}@{reference.digest}"
+    tagged = reference.with_default_tag()
+    return repository, str(tagged.tag), f"docker-daemon://{tagged.familiar()}"

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from builder.errors import UsageError, shown
 from builder.files import MIB, named, read_input
+from builder.image.reference import parse
+from builder.image.reference import problem as reference_problem
+from builder.image.registry import DIGEST
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,15 +36,12 @@ HEADER = """\
 """
 # Every value of a lock reaches a Dockerfile or a .def (FROM, apt-get install name=version,
 # pip's constraints): each is checked whole against what its tool accepts, at load.
-_HEX64 = "[0-9a-f]{64}"
-_REFERENCE = r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}"
+# Image references are read with docker's own grammar (builder.image.reference).
+_REFERENCES = ("image", "base.reference", "base.digest")
 _FIELDS: dict[str, re.Pattern[str]] = {
     "stack": re.compile(r"[a-z0-9][a-z0-9._-]{0,127}"),
     "spec-hash": re.compile("[0-9a-f]{1,64}"),
-    "image": re.compile(_REFERENCE),
-    "base.reference": re.compile(_REFERENCE),
     "base.id": re.compile("sha256:[0-9a-f]{1,64}"),
-    "base.digest": re.compile(rf"[a-z0-9][a-z0-9._/:-]{{0,254}}@sha256:{_HEX64}"),
 }
 # Debian policy 5.6.1 (names) and 5.6.12 (versions: [epoch:]upstream[-revision])
 _APT_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]{1,127}")
@@ -201,7 +201,13 @@ def _parse(data: Any) -> Lock:
     for key, value in values.items():
         if key == "base.digest" and not value:
             continue
-        if not isinstance(value, str) or not _FIELDS[key].fullmatch(value):
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: {shown(value)} is not a valid value")
+        if key in _REFERENCES:
+            wrong = _reference_problem(key, value)
+            if wrong is not None:
+                raise ValueError(f"{key}: {shown(value)} {wrong}")
+        elif not _FIELDS[key].fullmatch(value):
             raise ValueError(f"{key}: {shown(value)} is not a valid value")
     return Lock(
         stack=values["stack"],
@@ -211,6 +217,19 @@ def _parse(data: Any) -> Lock:
         python=_packages(data.get("python"), "python", _PIP_NAME, _PIP_VERSION),
         apt=_packages(data.get("apt"), "apt", _APT_NAME, _APT_VERSION),
     )
+
+
+def _reference_problem(key: str, value: str) -> str | None:
+    """Why value cannot be the lock's image reference at key (docker's grammar; the base's
+    digest is name@sha256:..., what the engine records of a pulled image); None if it can."""
+    wrong = reference_problem(value)
+    if wrong is not None:
+        return f"is not an image reference docker accepts: {wrong}"
+    if key == "base.digest":
+        pinned = parse(value)
+        if pinned.tag is not None or pinned.digest is None or not DIGEST.fullmatch(pinned.digest):
+            return "is not name@sha256:<64 hex digits>"
+    return None
 
 
 def _packages(
