@@ -5,8 +5,8 @@ so that is what is timed: each command runs as its own subprocess, the
 commands take turns (builder, hpccm, builder --help, ...) so that drift in
 machine load hits them alike, and the median of N runs is compared. The
 targets: builder at most TARGET_RATIO times hpccm rendering
-bench/recipes/hpccm_cuda_deepspeed.py, and `builder --help`, which shell
-completion runs at every tab press, under HELP_TARGET_MS. The script also
+bench/recipes/hpccm_cuda_deepspeed.py, and `builder --help` and a tab press
+(shell completion runs the program at each) under HELP_TARGET_MS. The script also
 checks that the two Dockerfiles agree (base, packages, pins, environment,
 labels, ...) and that `builder --help` imports none of the heavy modules that
 keep the CLI slow to start.
@@ -16,6 +16,10 @@ is dropped for the commands), so the warm-up runs leave builder's .pyc files as
 pip leaves hpccm's, and no timed run compiles builder from source.
 
     .venv/bin/python bench/cli_latency.py --runs 15
+
+The figures depend on typer's version (printed): typer 0.29+ coerces every
+parameter a command parses through pydantic, whose import a run then pays;
+scripts/typer-bounds.sh sets up a venv per bound to run this script in.
 
 Exit status: 0 whenever the figures could be measured (a missed target is a
 figure, not an error); 1 when a command fails or prints no Dockerfile.
@@ -61,6 +65,7 @@ class Command:
     label: str
     argv: tuple[str, ...]
     dockerfile: bool = True
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ def installed_env() -> dict[str, str]:
 
 def run_command(command: Command) -> tuple[float, str]:
     """Run once; return (wall time in ms, stdout). Raises BenchError on failure."""
-    env = installed_env()
+    env = {**installed_env(), **dict(command.env)}
     start = time.perf_counter()
     proc = subprocess.run(
         command.argv, capture_output=True, text=True, cwd=ROOT, env=env, check=False
@@ -255,6 +260,16 @@ def measure(runs: int) -> None:
         (str(hpccm), "--recipe", str(RECIPE), "--format", "docker"),
     )
     help_ = Command("builder --help", (str(builder), "--help"), dockerfile=False)
+    tab = Command(
+        "builder re<TAB> (completion)",
+        (str(builder),),
+        dockerfile=False,
+        env=(
+            ("_BUILDER_COMPLETE", "complete_bash"),
+            ("COMP_WORDS", "builder re"),
+            ("COMP_CWORD", "1"),
+        ),
+    )
     # what builder is made of, before it does anything: the brief's CLI, YAML and template
     # libraries, imported by a bare interpreter
     floor = Command(
@@ -266,14 +281,17 @@ def measure(runs: int) -> None:
     differences = fact_differences(
         dockerfile_facts(run_command(render)[1]), dockerfile_facts(run_command(twin)[1])
     )
-    timings = time_commands([render, twin, help_, floor], runs)
+    timings = time_commands([render, twin, help_, floor, tab], runs)
     imports = help_imports(builder)
     heavy = heavy_imports(imports)
     # depth 1: what the entry module (builder.cli) itself pulls in
     slowest = sorted((i for i in imports if i.depth == 1), key=lambda i: -i.cumulative_us)[:3]
     ratio = timings[0].median / timings[1].median
 
-    print(f"Python {sys.version.split()[0]}; whole processes, {runs} interleaved runs each")
+    print(
+        f"Python {sys.version.split()[0]}, typer {typer_version()}; whole processes, "
+        f"{runs} interleaved runs each"
+    )
     print(f"after {WARMUP_RUNS} warm-up runs each\n")
     print(format_table(timings))
     print()
@@ -299,6 +317,16 @@ def measure(runs: int) -> None:
     help_ms = timings[2].median
     verdict = "OK" if help_ms < HELP_TARGET_MS else "MISSED"
     print(f"builder --help (median): {help_ms:.0f} ms (target < {HELP_TARGET_MS:.0f}): {verdict}")
+    tab_ms = timings[4].median
+    verdict = "OK" if tab_ms < HELP_TARGET_MS else "MISSED"
+    print(f"a tab press (median): {tab_ms:.0f} ms (target < {HELP_TARGET_MS:.0f}): {verdict}")
+
+
+def typer_version() -> str:
+    """typer's version in the venv that runs builder (this script's own)."""
+    from importlib.metadata import version
+
+    return version("typer")
 
 
 def main(argv: list[str] | None = None) -> int:

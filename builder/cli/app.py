@@ -1,32 +1,34 @@
-"""The `builder` application: its options, its commands, and the one place that turns a
-``BuilderError`` into a red message and its exit code (``BuilderGroup``).
+"""The `builder` application: its options, its commands, and the one place that turns
+every failure (a ``BuilderError``, or an option or command click could not parse) into a
+red one-paragraph message and its documented exit code (``BuilderGroup``).
 
 A command's module is imported when the command is asked for (click's lazy
 group pattern): `builder render` loads the stack and image modules, not the
 engine, the rehearsal or the fingerprints. ``COMMANDS`` is the --help order, and
 ``SUMMARIES`` the line each command has there and in shell completion, so that
 listing the commands (at every tab press) imports none of them.
+
+Only typer's public names are used (typer bundles its own click from 0.26 and exports
+part of it), so that every typer of the supported range runs this module unchanged.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+import traceback
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn
 
 import typer
 import typer.main
-from typer._click.exceptions import UsageError as ClickUsageError
-from typer._click.shell_completion import CompletionItem
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperGroup
 
 from builder._version import __version__
-from builder.cli.envelope import WANTED, has_json_option, print_envelope, wanted
-from builder.errors import BuilderError, clipped
-
-if TYPE_CHECKING:
-    from typer._click.formatting import HelpFormatter
+from builder.cli.envelope import WANTED, collecting, has_json_option, print_envelope, wanted
+from builder.errors import BuilderError, UsageError, clipped, shown
 
 COMMANDS: dict[str, str] = {
     # the stack and its files (no engine), and their linters
@@ -87,11 +89,34 @@ SUMMARIES: dict[str, str] = {
 The docstring is the command's full help (`builder render --help`)."""
 
 
-class BuilderGroup(TyperGroup):
-    """Loads a command's module when the command is asked for; maps library errors to a
-    one-paragraph message and exit code (no traceback)."""
+def _click_usage_error() -> type[Exception]:
+    """click's UsageError, the base of every parse failure (unknown option or command,
+    missing argument, bad value): typer exports only its subclass BadParameter, so it is
+    found through that."""
+    for base in typer.BadParameter.__mro__[1:]:
+        if issubclass(base, Exception) and base.__name__ == "UsageError":
+            return base
+    return typer.BadParameter  # not reached while BadParameter is a click UsageError
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]  # noqa: ARG002
+
+CLICK_USAGE_ERROR = _click_usage_error()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One shell-completion candidate, as click's completion scripts read it (value, type,
+    help): typer does not export click's CompletionItem."""
+
+    value: str
+    help: str | None = None
+    type: str = "plain"
+
+
+class BuilderGroup(TyperGroup):
+    """Loads a command's module when the command is asked for; turns every failure into
+    one message and its exit code (``fail``)."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]  # noqa: ARG002 - typer.Context narrows click's Context, which typer does not export
         return list(COMMANDS)
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:  # type: ignore[override]
@@ -114,25 +139,44 @@ class BuilderGroup(TyperGroup):
             command.params.append(_debug_after_command())
         return command
 
-    def format_commands(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]  # noqa: ARG002
-        """The command list of --help, from SUMMARIES: TyperGroup's would import every
-        command's module (and the library behind it) to read one line of each."""
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]  # noqa: ARG002
+        """The command list of --help, from SUMMARIES, each line whole: TyperGroup's would
+        import every command's module (and the library behind it) to read one line of each."""
         with formatter.section("Commands"):
             formatter.write_dl(list(SUMMARIES.items()))
 
-    def shell_complete(self, ctx: typer.Context, incomplete: str) -> list[CompletionItem]:  # type: ignore[override]
+    def shell_complete(self, ctx: typer.Context, incomplete: str) -> list[Any]:  # type: ignore[override]
         """Command names from SUMMARIES, then the options: as format_commands, without
         importing the commands (TyperGroup's loads each one that matches)."""
         commands = [
-            CompletionItem(name, help=SUMMARIES[name])
+            Completion(name, help=SUMMARIES[name])
             for name in self.list_commands(ctx)
             if name.startswith(incomplete)
         ]
         return commands + super(TyperGroup, self).shell_complete(ctx, incomplete)
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        """The app's own options are parsed here, before invoke: a bad one is reported as
+        every other failure is. No arguments at all prints the help (click's way)."""
+        if not args and self.no_args_is_help:
+            return super().make_context(info_name, args, parent, **extra)
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except CLICK_USAGE_ERROR as exc:
+            fail(_click_context(exc), usage_error(exc))
+
     def resolve_command(  # type: ignore[override]
         self, ctx: typer.Context, args: list[str]
     ) -> tuple[str | None, Any, list[str]]:
+        if args and args[0] not in COMMANDS and args[0][:1] != "-" and not ctx.resilient_parsing:
+            raise UsageError(
+                f"no command {shown(args[0])}{_did_you_mean(args[0], COMMANDS)}; "
+                "`builder -h` lists the commands",
+                field="COMMAND",
+                value=args[0],
+            )
         name, command, rest = super().resolve_command(ctx, args)
         before_dashes = rest[: rest.index("--")] if "--" in rest else rest
         if "--json" in before_dashes and command is not None and has_json_option(command.params):
@@ -141,20 +185,12 @@ class BuilderGroup(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
-            done = super().invoke(ctx)
+            with collecting(ctx):
+                done = super().invoke(ctx)
         except BuilderError as exc:
-            message = clipped(str(exc))
-            if wanted(ctx):  # stdout holds the envelope, --debug or not
-                print_envelope(ctx, exc.exit_code, message)
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            say_error(f"error: {message}")
-            raise typer.Exit(exc.exit_code) from None
-        except ClickUsageError as exc:
-            exc.message = clipped(exc.message)  # an option's value, shown whole by click
-            if wanted(ctx):
-                print_envelope(ctx, exc.exit_code, exc.format_message())
-            raise
+            fail(ctx, exc)
+        except CLICK_USAGE_ERROR as exc:
+            fail(ctx, usage_error(exc, ctx))
         except KeyboardInterrupt:
             if wanted(ctx):
                 print_envelope(ctx, 130, "interrupted")
@@ -170,23 +206,93 @@ class BuilderGroup(TyperGroup):
         return done
 
 
-def _set_debug(ctx: Any, param: Any, value: bool) -> None:  # noqa: ARG001 - click's signature
+def fail(ctx: Any, exc: BuilderError) -> NoReturn:
+    """The one way a run ends on an error: the envelope (with --json), the traceback (with
+    --debug), the red paragraph on stderr, and the error's exit code, --debug or not."""
+    message = clipped(str(exc))
+    if ctx is not None and wanted(ctx):  # stdout holds the envelope, --debug or not
+        print_envelope(ctx, exc.exit_code, message)
+    if ctx is not None and (ctx.find_root().obj or {}).get("debug"):
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    say_error(f"error: {message}")
+    raise typer.Exit(exc.exit_code) from None
+
+
+def usage_error(exc: Any, ctx: Any = None) -> UsageError:
+    """click's parse failure (exc, a click UsageError) as builder's UsageError: the
+    command, the option or argument at fault and the value where click names it, what to
+    do, and a close match for a mistyped option. ctx: the app's, for a failure click
+    raised without one."""
+    failed = _click_context(exc)
+    if failed is not None:
+        where = failed.command_path
+    elif ctx is not None and ctx.invoked_subcommand:
+        where = f"{ctx.command_path} {ctx.invoked_subcommand}"
+    else:
+        where = "builder"
+    see = f"`{where} -h` lists what it takes"
+    param = getattr(exc, "param", None)
+    message = clipped(str(exc.message)).rstrip(".")
+    if hasattr(exc, "possibilities"):  # click's NoSuchOption
+        option = str(exc.option_name)
+        names = [] if failed is None else [o for p in failed.command.params for o in _names(p)]
+        return UsageError(
+            f"{where}: no option {option}{_did_you_mean(option, names)}; {see}", field=option
+        )
+    if param is not None:
+        hint = _hint(param)
+        if hasattr(exc, "param_type"):  # click's MissingParameter
+            return UsageError(f"{where}: {hint} is missing; {see}", field=hint)
+        glue = " " if message[:1] in "'\"" else ": "  # "--format 'x': choose one of ..."
+        return UsageError(f"{hint}{glue}{message}; {see}", field=hint)
+    return UsageError(f"{where}: {message[:1].lower()}{message[1:]}; {see}")
+
+
+def _click_context(exc: Any) -> Any:
+    return getattr(exc, "ctx", None)
+
+
+def _names(param: Any) -> list[str]:
+    return [*param.opts, *param.secondary_opts] if param.param_type_name == "option" else []
+
+
+def _hint(param: Any) -> str:
+    """How a message names a parameter: its long option, or an argument's metavar."""
+    names = _names(param)
+    if names:
+        return next((n for n in names if n.startswith("--")), names[0])
+    return str(param.metavar or param.name or "argument").upper()
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _set_debug(ctx: typer.Context, value: bool) -> None:
     if value:
         root = ctx.find_root()
         root.obj = {**(root.obj or {}), "debug": True}
         ctx.obj = root.obj
 
 
-def _debug_after_command() -> TyperOption:
-    """--debug on every command too, so it may come after the command's name."""
-    return TyperOption(
-        param_decls=["--debug"],
-        is_flag=True,
-        default=False,
-        expose_value=False,
-        callback=_set_debug,
-        help="Show tracebacks.",
-    )
+def _debug_after_command() -> Any:
+    """--debug on every command too, so it may come after the command's name: the option
+    of a one-command probe app, built by typer's public get_command in any typer."""
+    probe = typer.Typer()
+
+    @probe.command()
+    def debug(
+        debug: Annotated[
+            bool,
+            typer.Option(
+                "--debug", callback=_set_debug, expose_value=False, help="Show tracebacks."
+            ),
+        ] = False,
+    ) -> None:
+        """The probe's one command; never run."""
+
+    return typer.main.get_command(probe).params[0]
 
 
 def colour(fg: str) -> str | None:

@@ -5,25 +5,26 @@ once, whether it succeeded, found a problem or failed before it had a result.
      "error": null, "result": {...}}
 
 A command hands its result to ``set_result``; ``BuilderGroup.invoke`` (app.py) prints the
-envelope at the end with the exit code and, on a ``BuilderError``, its message.
+envelope at the end with the exit code and, on an error, its message.
 Human-readable lines go to stderr under --json, so stdout holds one JSON document.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer._click.globals import get_current_context
 
 from builder.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
-    from typer._click import Context
+    from typer import Context
 
 SCHEMA = 1
 """The envelope's version: a field renamed or removed is a new number; one added is not."""
@@ -31,6 +32,9 @@ WANTED = "builder.json"
 """ctx.meta key: --json was given to this run's command."""
 RESULT = "builder.result"
 """ctx.meta key: what the command handed over for the envelope's result."""
+_RUN: ContextVar[dict[str, Any] | None] = ContextVar("builder.run", default=None)
+"""The running command's ctx.meta (shared by its whole context chain), for set_result:
+typer does not export click's get_current_context."""
 
 
 def _wants_json(ctx: typer.Context, value: bool) -> bool:
@@ -61,9 +65,22 @@ def wanted(ctx: Context) -> bool:
     return bool(ctx.meta.get(WANTED))
 
 
+@contextmanager
+def collecting(ctx: Context) -> Iterator[None]:
+    """While a command runs (BuilderGroup.invoke), set_result hands its result to ctx."""
+    token = _RUN.set(ctx.meta)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
 def set_result(result: Any) -> None:
     """The command's result, as plain JSON data, for the --json envelope."""
-    get_current_context().meta[RESULT] = result
+    meta = _RUN.get()
+    if meta is None:
+        raise RuntimeError("set_result is for a command run by the builder app")
+    meta[RESULT] = result
 
 
 def envelope(command: str | None, exit_code: int, error: str | None, result: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def lint(
         typer.Option(
             "--format",
             "-f",
-            click_type=Choice(RENDER_FORMATS),
+            **Choice(RENDER_FORMATS).option,
             help="Which rendered files to check (default: all).",
             show_default=False,
         ),
@@ -32,7 +32,7 @@ def lint(
         str,
         typer.Option(
             "--output-format",
-            click_type=Choice(("text", "sarif")),
+            **Choice(("text", "sarif")).option,
             help="How to report: lines, or SARIF 2.1.0 JSON for CI code scanning.",
         ),
     ] = "text",

@@ -63,7 +63,7 @@ def preflight(
         Optional[float],  # noqa: UP045
         typer.Option(
             "--budget",
-            click_type=Bounded(0, MAX_BUDGET, low_open=True),
+            **Bounded(0, MAX_BUDGET, low_open=True).option,
             help=f"Seconds for all measurements (default {DEFAULTS.seconds:g}, "
             f"{QUICK.seconds:g} with --quick); the launch gets 120 s more before it counts "
             "as hung.",
@@ -74,7 +74,7 @@ def preflight(
         float,
         typer.Option(
             "--threshold",
-            click_type=Bounded(0, 1, low_open=True, high_open=True),
+            **Bounded(0, 1, low_open=True, high_open=True).option,
             help="A node this fraction below the median of the other nodes (matmul, memory "
             "copy, link) is named as a straggler.",
         ),

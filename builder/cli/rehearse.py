@@ -51,7 +51,7 @@ def rehearse(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--launcher",
-            click_type=Choice(rehearsal_launchers(), why=why_not_rehearsed),
+            **Choice(rehearsal_launchers(), why=why_not_rehearsed).option,
             help="Launcher to rehearse (default: the spec's).",
         ),
     ] = None,
@@ -72,7 +72,7 @@ def rehearse(
         float,
         typer.Option(
             "--timeout",
-            click_type=Bounded(0, MAX_TIMEOUT, low_open=True),
+            **Bounded(0, MAX_TIMEOUT, low_open=True).option,
             help="Seconds the job may take before it counts as hung.",
         ),
     ] = 300.0,
@@ -92,7 +92,7 @@ def rehearse(
         Optional[float],  # noqa: UP045
         typer.Option(
             "--kill-at",
-            click_type=Bounded(0, MAX_TIMEOUT),
+            **Bounded(0, MAX_TIMEOUT).option,
             help="Seconds after the nodes started to --kill.",
         ),
     ] = None,
@@ -106,7 +106,7 @@ def rehearse(
         Optional[float],  # noqa: UP045
         typer.Option(
             "--back",
-            click_type=Bounded(0, MAX_TIMEOUT),
+            **Bounded(0, MAX_TIMEOUT).option,
             help="Seconds after --kill NODE to start the node's container again.",
         ),
     ] = None,

@@ -160,7 +160,7 @@ def test_lint_findings_fail_inside_the_envelope(monkeypatch: pytest.MonkeyPatch)
         (["lint", "--preset", "cpu-deepspeed", "--output-format", "sarif"], "pick one"),
         (["rehearse"], "say what to rehearse"),
         (["launch", "--preset", "cpu-deepspeed", "--runtime", "podman"], "choose one of"),
-        (["launch", "--preset", "cpu-deepspeed", "--no-such-option"], "No such option"),
+        (["launch", "--preset", "cpu-deepspeed", "--no-such-option"], "no option --no-such-option"),
     ],
 )
 def test_usage_errors_are_enveloped(argv: list[str], message: str) -> None:
