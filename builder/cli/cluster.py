@@ -23,8 +23,10 @@ from builder import (
     plan_warnings,
     sbatch_script,
     sif_build_argv,
+    sif_notes,
     squashfs_import_argv,
     write_bundle,
+    write_cluster_file,
 )
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
@@ -51,6 +53,12 @@ SLURM = "slurm"
 """The scheduler `builder slurm` writes for."""
 CLUSTER_DIR = "--cluster-dir"
 """The cluster folder's option (keys and bundle also take it as -o)."""
+
+SetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--set", help="NAME=VALUE to add to .deepspeed_env or override; repeatable."),
+]
+"""dsenv's and bundle's --set: the same values reach the same file either way."""
 
 if TYPE_CHECKING:
     from builder.resolved import Resolved
@@ -88,7 +96,7 @@ def hostfile(
         from_slurm=from_slurm,
         env=os.environ,
     )
-    set_result(files_result(print_or_write(hostfile_text(hosts), output, force=force)))
+    set_result(files_result(write_output(hostfile_text(hosts), output, force=force)))
 
 
 @app.command()
@@ -114,7 +122,13 @@ def keys(
     stack = stack_of(spec, preset) if (spec or preset) else None
     port = stack.spec.image.ssh.port if stack else 3022
     name = stack.spec.name if stack else "cluster"
-    written = make_keys(cluster_dir, port=port, comment=f"builder-{name}", force=force)
+    written = make_keys(
+        cluster_dir,
+        port=port,
+        comment=f"builder-{name}",
+        force=force,
+        stack=stack.spec.name if stack else None,
+    )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     set_result(files_result(written))
@@ -124,10 +138,7 @@ def keys(
 def dsenv(
     spec: SpecArg = None,
     preset: PresetOpt = None,
-    set_: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--set", help="NAME=VALUE to add or override; repeatable."),
-    ] = None,
+    set_: SetOpt = None,
     image: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--image", help="Read Gaudi runtime values from this image's ENV."),
@@ -146,7 +157,7 @@ def dsenv(
         pairs = (item.partition("=") for item in connect().image(image).env)
         image_env = {key: value for key, _, value in pairs}
     text = dsenv_for(resolved, extra, image_env)
-    set_result(files_result(print_or_write(text, output, force=force)))
+    set_result(files_result(write_output(text, output, force=force)))
 
 
 @app.command()
@@ -194,6 +205,7 @@ def bundle(
     image: ImageOpt = None,
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
+    set_: SetOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
@@ -201,7 +213,12 @@ def bundle(
     folder_option(cluster_dir, CLUSTER_DIR)
     resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
     written = write_bundle(
-        resolved, cluster_dir, image=plan_image(resolved, image, spec), force=force
+        resolved,
+        cluster_dir,
+        image=plan_image(resolved, image, spec),
+        force=force,
+        dsenv=parse_assignments(set_ or [], "--set"),
+        spec_ref=spec_ref(spec, preset),
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
@@ -222,7 +239,7 @@ def slurm(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--launcher",
-            click_type=Choice(launcher_names()),
+            **Choice(launcher_names()).option,
             help="torchrun: the one launcher Slurm runs per node (default: the spec's).",
         ),
     ] = None,
@@ -238,9 +255,26 @@ def slurm(
     text = sbatch_script(
         resolved, image=plan_image(resolved, image, spec), cluster_dir=str(cluster_dir.resolve())
     )
-    written = print_or_write(text, output, force=force)
+    written = write_output(text, output, force=force)
     warn(resolved)
     set_result(files_result(written))
+
+
+def write_output(text: str, output: Path | None, *, force: bool) -> list[Path]:
+    """text on stdout, or in the file -o names, whose folder is made as the cluster
+    folder is (0700) when this command makes it first."""
+    if output is None or str(output) == "-":
+        return print_or_write(text, output, force=force)
+    written = write_cluster_file(output, text, force=force)
+    typer.echo(f"wrote {output}", err=True)
+    return written
+
+
+def spec_ref(spec: Path | None, preset: str | None) -> str:
+    """The spec as the bundle's README names it in the commands it shows."""
+    if spec is not None and str(spec) != "-":
+        return shlex.quote(str(spec))
+    return f"--preset {shlex.quote(preset)}" if preset else "stack.yaml"
 
 
 def warn(resolved: Resolved) -> None:
@@ -258,7 +292,9 @@ def sif(
     program: Annotated[
         str,
         typer.Option(
-            "--program", click_type=Choice(APPTAINER_PROGRAMS), help="The program to build with."
+            "--program",
+            **Choice(APPTAINER_PROGRAMS).option,
+            help="The program to build with.",
         ),
     ] = "apptainer",
     as_json: JsonOpt = False,
@@ -266,6 +302,8 @@ def sif(
     """Print the command that builds a SIF from an image of the local Docker engine."""
     argv = sif_build_argv(image_option(image, "IMAGE") or image, output=output, program=program)
     set_result({"argv": argv})
+    for note in sif_notes(image):
+        typer.echo(f"note: {note}", err=True)
     if not as_json:
         typer.echo(shlex.join(argv))
 

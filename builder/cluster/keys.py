@@ -22,10 +22,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from builder.cluster.folder import write_cluster_files
 from builder.contract import CLUSTER_DIR
 from builder.errors import OutputExists, ToolMissing, UsageError
 from builder.files import check_input
-from builder.output import OutputFile, check_private, resolved_path, write_files
+from builder.output import OutputFile, check_private, resolved_path
 
 PRIVATE = "id_ed25519"
 PUBLIC = "id_ed25519.pub"
@@ -122,8 +123,12 @@ def _kept(path: Path) -> bool:
     )
 
 
-def make_keys(directory: Path, *, port: int, comment: str, force: bool = False) -> list[Path]:
-    """Write the key pairs, authorized_keys, known_hosts and a host-side ssh_config."""
+def make_keys(
+    directory: Path, *, port: int, comment: str, force: bool = False, stack: str | None = None
+) -> list[Path]:
+    """Write the key pairs, authorized_keys, known_hosts and a host-side ssh_config,
+    recorded as builder's (for stack, or for any stack without one): a later bundle keeps
+    the keys and may rewrite the ssh_config."""
     check_private(directory)
     existing = [directory / name for name in FILES if (directory / name).exists()]
     if existing and not force:
@@ -133,7 +138,9 @@ def make_keys(directory: Path, *, port: int, comment: str, force: bool = False) 
             paths=existing,
         )
     files = key_files(directory, port=port, comment=comment)
-    return write_files(files, directory, force=True, private=True)
+    return write_cluster_files(
+        files, directory, force=True, secret=True, recorded=FILES, stack=stack
+    )
 
 
 def host_ssh_config(directory: Path, port: int) -> str:

@@ -155,7 +155,109 @@ class ContainerStart:
             argv += ["--env", f"{key}={value}"]
         for name in self.inherit:
             argv += ["--env", name]
-        return [*argv, self.image, *self.command]
+        return ["docker", "run", *run_options(argv[2:]), self.image, *self.command]
+
+
+_LONG = {
+    "-d": "--detach",
+    "-e": "--env",
+    "-h": "--hostname",
+    "-i": "--interactive",
+    "-l": "--label",
+    "-m": "--memory",
+    "-p": "--publish",
+    "-t": "--tty",
+    "-u": "--user",
+    "-v": "--volume",
+    "-w": "--workdir",
+}
+"""`docker run`'s short options, as the long ones they spell."""
+_SWITCHES = frozenset(
+    {
+        "--detach",
+        "--disable-content-trust",
+        "--init",
+        "--interactive",
+        "--no-healthcheck",
+        "--oom-kill-disable",
+        "--privileged",
+        "--publish-all",
+        "--read-only",
+        "--rm",
+        "--sig-proxy",
+        "--tty",
+        "--use-api-socket",
+    }
+)
+"""`docker run`'s options that take no value (or only as --name=value)."""
+_KEYED = {
+    "--env": lambda value: value.partition("=")[0],
+    "--label": lambda value: value.partition("=")[0],
+    "--sysctl": lambda value: value.partition("=")[0],
+    "--ulimit": lambda value: value.partition("=")[0],
+    "--volume": lambda value: [*value.split(":"), ""][1],
+}
+"""Repeatable options where a later value for the same key replaces an earlier one, as
+docker itself reads them: a variable, a label, a sysctl, a limit, a bind's target."""
+_REPEATABLE = frozenset(
+    {
+        "--add-host",
+        "--cap-add",
+        "--cap-drop",
+        "--device",
+        "--device-cgroup-rule",
+        "--dns",
+        "--dns-option",
+        "--dns-search",
+        "--env-file",
+        "--expose",
+        "--group-add",
+        "--label-file",
+        "--link",
+        "--mount",
+        "--network-alias",
+        "--publish",
+        "--security-opt",
+        "--storage-opt",
+        "--tmpfs",
+        "--volumes-from",
+    }
+)
+"""Repeatable options whose every distinct value counts (a device, a capability)."""
+
+
+def run_options(tokens: list[str]) -> list[str]:
+    """`docker run`'s options with none given twice: the platform's flags, the fabric's
+    and the plan's own meet here, the one place a run line is assembled, and may ask for
+    the same thing (CUDA and InfiniBand both want `--ulimit memlock=-1`). Of two that
+    set the same thing (an option docker takes once, a variable, a limit, a bind's
+    target), the later is kept, as docker itself would read them; an identical repeat
+    of a repeatable one (`--device`, `--cap-add`) is dropped."""
+    options: list[tuple[str, str | None, tuple[str, ...]]] = []
+    rest = iter(tokens)
+    for token in rest:
+        name, sep, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        name = _LONG.get(name, name)
+        if sep:
+            options.append((name, value, (token,)))
+        elif name in _SWITCHES:
+            options.append((name, None, (token,)))
+        else:
+            value = next(rest)
+            options.append((name, value, (token, value)))
+
+    def key(name: str, value: str | None) -> tuple[str, str | None]:
+        if name in _KEYED and value is not None:
+            return name, _KEYED[name](value)
+        return (name, value) if name in _REPEATABLE else (name, None)
+
+    last = {key(name, value): index for index, (name, value, _) in enumerate(options)}
+    return [
+        word
+        for index, (name, value, words) in enumerate(options)
+        if last[key(name, value)] == index
+        for word in words
+    ]
 
 
 @dataclass(frozen=True)

@@ -95,12 +95,43 @@ class LaunchPlan:
         }
 
     def text(self) -> str:
+        """The plan as a person reads it, one line each: every node's command (where it
+        runs and what for), then how to stop the run. The stop command itself, a script
+        when it must find the launcher in its container, is in launch.sh (`builder
+        bundle`) and in `as_data` (--json)."""
         lines = []
         for step in self.steps:
-            lines.append(f"# {step.purpose} (on {step.node})\n{shlex.join(step.argv)}\n")
+            when = "once every node is up, " if step.role == "launch" else ""
+            lines.append(f"{step.node}, {when}{step.purpose}: {shlex.join(step.argv)}\n")
+        return "".join(lines) + f"to stop: {self.how_to_stop()}\n"
+
+    def how_to_stop(self) -> str:
+        """One line: Ctrl-C, and the stop command where it is short (docker stop), or the
+        bundle's `sh launch.sh stop` where it is a script."""
+        stops: dict[tuple[str, ...], list[str]] = {}
+        for step in self.steps:
             if step.stop_argv is not None:
-                lines.append(f"# what stops it (on {step.node})\n{shlex.join(step.stop_argv)}\n")
-        return "".join(lines)
+                stops.setdefault(step.stop_argv, []).append(step.node)
+        ends = self.of_role("launch") or self.steps
+        first = ends[0].node if ends else ""
+        if not stops:
+            return f"Ctrl-C on {first}'s command (the other nodes' ranks end with it)"
+        short = all(len(shlex.join(argv)) <= SHORT_STOP for argv in stops) and not any(
+            "\n" in word for argv in stops for word in argv
+        )
+        if short:
+            each = "; ".join(
+                f"`{shlex.join(argv)}` on {', '.join(on)}" for argv, on in stops.items()
+            )
+            return f"{each} (what the bundle's launch.sh runs on Ctrl-C)"
+        return (
+            f"Ctrl-C on the bundle's launch.sh, or `sh launch.sh stop` on {first} "
+            "(`builder bundle` writes launch.sh; --json has the stop command)"
+        )
+
+
+SHORT_STOP = 80
+"""A stop command this long or shorter is shown whole (`docker stop --time 30 NAME`)."""
 
 
 def network_warnings(resolved: Resolved) -> list[str]:

@@ -11,10 +11,13 @@ on every node. Everything is prepared first (keys included) and written in one
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from builder.cluster.dsenv import dsenv_for
+from builder.cluster.folder import RECORD, check_rewrite, write_cluster_files
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.cluster.keys import (
     AUTHORIZED,
@@ -28,10 +31,11 @@ from builder.cluster.keys import (
 from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
-from builder.output import OutputFile, check_private, write_files
+from builder.output import OutputFile, check_private
 from builder.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from builder.resolved import Resolved
@@ -46,21 +50,30 @@ class Ssh(Scheduler):
     stopped = "Ctrl-C on the launcher's launch.sh, or `sh launch.sh stop` on its node"
 
     def materialize(
-        self, resolved: Resolved, *, image: str, cluster_dir: Path, force: bool = False
+        self,
+        resolved: Resolved,
+        *,
+        image: str,
+        cluster_dir: Path,
+        force: bool = False,
+        dsenv: Mapping[str, str] | None = None,
+        spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
         """The bundle's files; an existing key is kept unless force (a new one would lock
-        out running nodes)."""
+        out running nodes). dsenv: what .deepspeed_env adds or overrides (`--set`, as
+        `builder dsenv`); spec_ref: how the README's commands name the spec."""
         spec = resolved.spec
         directory = str(cluster_dir.resolve())
         plan = launch_plan(resolved, image=image, cluster_dir=directory)
         hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
         port = spec.image.ssh.port
+        needed = needed_files(spec)
         files = [
             OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
-            OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
-            OutputFile("launch.sh", 0o755, launch_script(plan, directory, needed_files(spec))),
+            OutputFile(DSENV, 0o644, dsenv_for(resolved, dsenv or {}, None)),
+            OutputFile(LAUNCH_SH, 0o755, launch_script(plan, directory, needed, at=LAUNCH_SH)),
             OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
-            OutputFile("README.md", 0o644, _readme(spec, image, plan.launcher, plan.runtime)),
+            OutputFile("README.md", 0o644, _readme(resolved, image, plan, cluster_dir, spec_ref)),
             OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
             OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
             *kept_or_new(cluster_dir, comment=f"builder-{spec.name}", force=force),
@@ -69,18 +82,39 @@ class Ssh(Scheduler):
 
 
 SCHEDULER = Ssh()
+LAUNCH_SH = "launch.sh"
 
 
-def write_bundle(resolved: Resolved, directory: Path, *, image: str, force: bool) -> list[Path]:
+def write_bundle(
+    resolved: Resolved,
+    directory: Path,
+    *,
+    image: str,
+    force: bool,
+    dsenv: Mapping[str, str] | None = None,
+    spec_ref: str = "stack.yaml",
+) -> list[Path]:
     """Write the bundle. Everything is prepared first (keys included) and written in one
     call: a refusal writes nothing.
 
     A folder made here is 0700; an existing one keeps its mode and owner, and is
-    refused if other users may enter it (it holds the cluster's private keys).
+    refused if other users may enter it (it holds the cluster's private keys). A
+    file there that builder wrote for this stack (an earlier bundle, `builder keys`)
+    and nobody changed since is rewritten without force (``cluster.folder``).
     """
     check_private(directory)
-    files = SCHEDULER.materialize(resolved, image=image, cluster_dir=directory, force=force)
-    return write_files(files, directory, force=force, private=True)
+    files = SCHEDULER.materialize(
+        resolved, image=image, cluster_dir=directory, force=force, dsenv=dsenv, spec_ref=spec_ref
+    )
+    stack = resolved.spec.name
+    if not force:
+        check_rewrite(files, directory, stack=stack)
+    # a .deepspeed_env with --set values holds more than the spec: not recorded, so that
+    # a bundle without the same values refuses to drop them (unless forced)
+    recorded = [f.path for f in files if not (dsenv and f.path == DSENV)]
+    return write_cluster_files(
+        files, directory, force=True, secret=True, recorded=recorded, stack=stack
+    )
 
 
 def needed_files(spec: Spec) -> list[str]:
@@ -88,8 +122,15 @@ def needed_files(spec: Spec) -> list[str]:
     return [HOSTFILE, DSENV, AUTHORIZED, HOST_PRIVATE, *(f.path for f in secret_files(spec))]
 
 
-def launch_script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
+def launch_script(
+    plan: LaunchPlan, directory: str, needed: list[str], *, at: str | None = None
+) -> str:
     """A script to run on each node: `sh launch.sh NODE`; `sh launch.sh launch` starts the run.
+
+    at: the script's path inside directory (the bundle's ``launch.sh``): it finds the
+    folder from its own location, so the bundle may be copied or moved to the nodes
+    (every path of the folder in the plan's commands becomes ``$cluster``); None: the
+    folder is where it is now (a rehearsal's or a probe's script, run in place).
 
     It first checks that the bundle is where the commands expect it: `docker run
     -v` would make an empty folder in its place, and DeepSpeed without its
@@ -97,6 +138,7 @@ def launch_script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
     in the background while launch.sh waits: Ctrl-C, SIGTERM or SIGHUP run the
     stop (which reaches every node), and launch.sh ends when the launcher has.
     """
+    words = _Words(directory if at is not None else None)
     starts: dict[str, list[NodeStep]] = {}
     for step in plan.steps:
         if step.role != "launch":
@@ -104,31 +146,35 @@ def launch_script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
     launchers = plan.of_role("launch")  # deepspeed, mpirun: on the first node, once all are up
     stops = list(dict.fromkeys(step.stop_argv for step in plan.steps if step.stop_argv))
     names = " | ".join([*starts, *(["launch"] if launchers else []), *(["stop"] if stops else [])])
+    missing = (
+        "copy the whole bundle folder to every node"
+        if at is not None
+        else "copy the bundle folder to every node at that path"
+    )
     lines = [
         "#!/bin/sh",
         "# Run on each node with its name; then, once every node is up, the launcher.",
         f"# usage: sh launch.sh {{{names}}}   (written by builder; plan.json has the argv)",
         "set -eu",
-        f"cluster={shlex.quote(directory)}",
+        *_folder_lines(directory, at),
         f"for file in {' '.join(needed)}; do",
         '    if [ ! -f "$cluster/$file" ]; then',
-        '        echo "launch.sh: $cluster/$file is missing on this node; copy the bundle'
-        ' folder to every node at that path" >&2',
+        f'        echo "launch.sh: $cluster/$file is missing on this node; {missing}" >&2',
         "        exit 1",
         "    fi",
         "done",
-        *_host_checks(plan.host_paths),
-        *_stop_functions(stops),
+        *_host_checks(plan.host_paths, words),
+        *_stop_functions(stops, words),
         'case "${1:-}" in',
     ]
     check = ["    check_node"] if plan.host_paths else []
     for node, node_steps in starts.items():
         lines.append(f"{shlex.quote(node)})")
-        lines += check + [line for step in node_steps for line in _run(step, stops)]
+        lines += check + [line for step in node_steps for line in _run(step, stops, words)]
         lines.append("    ;;")
     if launchers:
         lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
-        lines += check + [line for step in launchers for line in _run(step, stops)]
+        lines += check + [line for step in launchers for line in _run(step, stops, words)]
         lines.append("    ;;")
     if stops:
         lines.append("stop)  # what Ctrl-C in launch.sh runs: the run's processes on every node")
@@ -145,11 +191,56 @@ def launch_script(plan: LaunchPlan, directory: str, needed: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _folder_lines(directory: str, at: str | None) -> list[str]:
+    """Where the cluster folder is: the script's own folder (up as many levels as at is
+    deep), checked as the binds need it; or the absolute path it was written at."""
+    if at is None:
+        return [f"cluster={shlex.quote(directory)}"]
+    up = "/.." * (len(PurePosixPath(at).parts) - 1)
+    return [
+        f'cluster=$(CDPATH="" cd -- "$(dirname -- "$0"){up}" && pwd -P)',
+        "case $cluster in",
+        "    *[:,]*)",
+        "        echo \"launch.sh: the bundle folder $cluster holds ':' or ',', which"
+        " docker run -v and apptainer --bind split binds at; move it to a path without"
+        ' them" >&2',
+        "        exit 1",
+        "        ;;",
+        "esac",
+    ]
+
+
+class _Words:
+    """How the script writes a command's words: shell-quoted, with the cluster folder's
+    path (a whole word, or a word's part up to a '/' or ':') as ``${cluster}`` when the
+    script finds the folder itself."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.pattern = (
+            None
+            if directory is None
+            else re.compile(r"(?<![^=:])" + re.escape(directory) + r"(?=$|[/:])")
+        )
+
+    def word(self, word: str) -> str:
+        if self.pattern is None or not self.pattern.search(word):
+            return shlex.quote(word)
+        parts = self.pattern.split(word)
+        return '"' + "${cluster}".join(_in_double_quotes(part) for part in parts) + '"'
+
+    def join(self, argv: tuple[str, ...]) -> str:
+        return " ".join(self.word(word) for word in argv)
+
+
+def _in_double_quotes(text: str) -> str:
+    return re.sub(r'([\\"$`])', r"\\\1", text)
+
+
 def _stop_name(stops: list[tuple[str, ...]], argv: tuple[str, ...]) -> str:
     return "stop_run" if len(stops) == 1 else f"stop_run_{stops.index(argv) + 1}"
 
 
-def _stop_functions(stops: list[tuple[str, ...]]) -> list[str]:
+def _stop_functions(stops: list[tuple[str, ...]], words: _Words) -> list[str]:
     """One function per stop action, and `supervise`: run a command in the background
     (a non-interactive shell's background job ignores SIGINT: the command goes on until
     the stop ends it), wait until it has ended, and end with its exit code."""
@@ -157,7 +248,7 @@ def _stop_functions(stops: list[tuple[str, ...]]) -> list[str]:
         return []
     lines = []
     for argv in stops:
-        lines += [f"{_stop_name(stops, argv)}() {{", f"    {shlex.join(argv)}", "}"]
+        lines += [f"{_stop_name(stops, argv)}() {{", f"    {words.join(argv)}", "}"]
     return [
         *lines,
         # the first signal runs the stop (and waits for it); a second gives up waiting
@@ -189,22 +280,22 @@ def _stop_functions(stops: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def _run(step: NodeStep, stops: list[tuple[str, ...]]) -> list[str]:
+def _run(step: NodeStep, stops: list[tuple[str, ...]], words: _Words) -> list[str]:
     """The lines that run step: supervised, with its stop on interrupt, when it has one."""
     if step.stop_argv is None:
-        return [f"    {shlex.join(step.argv)}"]
+        return [f"    {words.join(step.argv)}"]
     stop = _stop_name(stops, step.stop_argv)
-    return [f"    supervise {stop} {shlex.join(step.argv)}"]
+    return [f"    supervise {stop} {words.join(step.argv)}"]
 
 
-def _host_checks(paths: tuple[str, ...]) -> list[str]:
+def _host_checks(paths: tuple[str, ...], words: _Words) -> list[str]:
     """Lines that stop launch.sh on a node that lacks the code, the cache, a mount or the
     script, naming the node: a container would start on an empty folder instead."""
     if not paths:
         return []
     return [
         "check_node() {",
-        f"    for path in {' '.join(shlex.quote(path) for path in paths)}; do",
+        f"    for path in {words.join(paths)}; do",
         '        if [ ! -e "$path" ]; then',
         '            echo "launch.sh: $path is missing on $(hostname); the code and cache'
         ' folders, mounts, script and SIF must be on every node at the same path" >&2',
@@ -215,18 +306,59 @@ def _host_checks(paths: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _readme(spec: Spec, image: str, launcher: str, runtime: str) -> str:
+def _readme(
+    resolved: Resolved, image: str, plan: LaunchPlan, cluster_dir: Path, spec_ref: str
+) -> str:
+    spec, run = resolved.spec, resolved.runtime
     nodes = ", ".join(spec.launch.nodes)
+    first = plan.nodes[0]
+    folder = cluster_dir.name or "cluster"
+    here = shlex.quote(str(cluster_dir.resolve()))
+    ref, slots = spec_ref, spec.launch.slots
+    if run.pulls:
+        ship = (
+            f"   `builder push {ref}` (to the registry in image.name, which every node pulls "
+            f"from; it records the digest), or `builder ship {ref}` (docker save here, "
+            "docker load on each node over ssh: no registry)."
+        )
+    else:
+        ship = f"   {run.name}: {run.not_shipped}."
+    if plan.of_role("launch"):
+        start = (
+            f"   on each node `sh launch.sh NODE` ({nodes}) starts its container; then, on "
+            f"{first}, `sh launch.sh launch` starts the run."
+        )
+    else:
+        start = f"   on each node ({nodes}) `sh launch.sh NODE` starts its part of the run."
     return f"""# Cluster bundle: {spec.name}
 
-Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots} slot(s) each.
+Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} slot(s) each.
+
+## From here to the run
+
+1. Build the image: `builder build {ref}`.
+2. Put it where the nodes run it:
+{ship}
+3. Copy this folder to every node, at the same path on each (or keep it on shared
+   storage), e.g. `rsync -a {here}/ {first}:{here}/`; launch.sh finds the folder
+   from its own location.
+4. Prove the nodes before the run (GPUs, links, all-reduce, stragglers):
+   `builder preflight {ref} --cluster-dir {here}`.
+5. Run it:
+{start}
+   Ctrl-C on that launch.sh (or `sh launch.sh stop` on {first}) stops every rank on
+   every node.
+
+`builder bundle {ref} --cluster-dir {here}` writes this folder again (after a change
+to the stack) and keeps its keys; files you changed by hand are refused, not replaced.
+
+## What is in it
 
 - `id_ed25519`, `id_ed25519.pub`, `authorized_keys`: this cluster's login key
   pair; `ssh_host_ed25519_key`, `.pub`: the host key every node's sshd shows,
   pinned by `ssh_known_hosts`. Both are kept when the bundle is written again;
-  keep this folder private (it is 0700 when builder makes it). Copy it to
-  every node, at the same path; containers mount it read-only at
-  /etc/builder/cluster.
+  keep this folder ({folder}) private (it is 0700 when builder makes it).
+  Containers mount it read-only at /etc/builder/cluster.
 - `node_ssh_config`: how the containers reach each other: only the nodes
   {nodes}, each of which must show the cluster host key (the entrypoint
   installs it with `ssh_known_hosts` under /etc/ssh).
@@ -245,4 +377,6 @@ Image `{image}`, {launcher} on {runtime}, nodes {nodes} with {spec.launch.slots}
   launcher's launch.sh (or `sh launch.sh stop` on its node) stops every rank
   on every node; for torchrun, Ctrl-C on the first node's does (the others
   end with its rendezvous).
+- `{RECORD}`: what builder wrote here, so that a new bundle replaces
+  only its own files.
 """

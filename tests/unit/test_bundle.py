@@ -37,6 +37,7 @@ def test_the_bundle_holds_everything(tmp_path: Path) -> None:
     folder = tmp_path / "cluster"
     bundle(folder)
     assert sorted(p.name for p in folder.iterdir()) == [
+        ".builder-written.json",
         ".deepspeed_env",
         "README.md",
         "authorized_keys",
@@ -70,7 +71,7 @@ def test_the_key_is_kept_when_the_bundle_is_written_again(tmp_path: Path) -> Non
     bundle(folder)
     key = (folder / "id_ed25519").read_text()
     host_key = (folder / "ssh_host_ed25519_key").read_text()
-    bundle(folder, "--launcher", "torchrun", "--force")
+    bundle(folder, "--launcher", "torchrun")  # its own files: no --force
     assert (folder / "id_ed25519").read_text() == key
     assert (folder / "ssh_host_ed25519_key").read_text() == host_key
     assert json.loads((folder / "plan.json").read_text())["launcher"] == "torchrun"
@@ -92,7 +93,7 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
     write_bundle(resolve(spec), folder, image="i:1", force=False)
     script = folder / "launch.sh"
-    node2 = ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', "launch.sh", "node2"]
+    node2 = ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', str(script), "node2"]
     missing = subprocess.run(node2, capture_output=True, text=True, check=False)
     assert missing.returncode == 1
     hostname = socket.gethostname()
@@ -207,7 +208,13 @@ def test_launch_script_stops_when_the_bundle_is_not_on_the_node(tmp_path: Path) 
     bundle(folder)
     (folder / "hostfile").unlink()  # as on a node the folder was never copied to
     result = subprocess.run(
-        ["sh", "-c", f"docker() {{ echo ran; }}; . {folder / 'launch.sh'}", "launch.sh", "node1"],
+        [
+            "sh",
+            "-c",
+            f"docker() {{ echo ran; }}; . {folder / 'launch.sh'}",
+            str(folder / "launch.sh"),
+            "node1",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -310,3 +317,153 @@ def test_secrets_travel_only_in_the_bundles_0600_files(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "secrets.env is missing on this node" in result.stderr
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stderr
+
+
+def test_the_readmes_by_hand_sequence_works_in_order(tmp_path: Path) -> None:
+    """hostfile -o makes the cluster folder (0700: keys accepts it), dsenv --set and
+    bundle --set write the same .deepspeed_env, and the bundle keeps the keys `keys`
+    made and rewrites nothing the earlier commands wrote from the same spec."""
+    spec, folder = tmp_path / "stack.yaml", tmp_path / "cluster"
+    assert cli("init", "--preset", "cpu-deepspeed", "-o", str(spec))[0] == 0
+    assert cli("hostfile", str(spec), "-o", str(folder / "hostfile"))[0] == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert cli("keys", str(spec), "--cluster-dir", str(folder)) == (0, cli_wrote(folder))
+    key = (folder / "id_ed25519").read_text()
+    setting = "NCCL_SOCKET_IFNAME=^docker0,lo"
+    dsenv = ("dsenv", str(spec), "-o", str(folder / ".deepspeed_env"), "--set", setting)
+    assert cli(*dsenv)[0] == 0
+    code, stderr = cli("bundle", str(spec), "--cluster-dir", str(folder), "--set", setting)
+    assert code == 0, stderr
+    assert (folder / "id_ed25519").read_text() == key
+    assert "NCCL_SOCKET_IFNAME=^docker0,lo\n" in (folder / ".deepspeed_env").read_text()
+    readme = (folder / "README.md").read_text()
+    for command in ("builder build", "builder push", "builder ship", "builder preflight"):
+        assert f"`{command} {spec}" in readme, command
+    assert "sh launch.sh launch" in readme
+
+
+def cli_wrote(folder: Path) -> str:
+    names = (
+        "id_ed25519",
+        "id_ed25519.pub",
+        "authorized_keys",
+        "ssh_host_ed25519_key",
+        "ssh_host_ed25519_key.pub",
+        "ssh_known_hosts",
+        "ssh_config",
+    )
+    return "".join(f"wrote {folder / name}\n" for name in names)
+
+
+def test_a_bundle_rewrites_its_own_files_after_a_change_to_the_stack(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    spec = load_preset("cpu-deepspeed").spec
+    write_bundle(resolve(spec), folder, image="i:1", force=False)
+    key = (folder / "id_ed25519").read_text()
+    three = replace(spec, launch=replace(spec.launch, nodes=("n1", "n2", "n3")))
+    write_bundle(resolve(three), folder, image="i:2", force=False)
+    assert (folder / "hostfile").read_text() == "n1 slots=2\nn2 slots=2\nn3 slots=2\n"
+    assert (folder / "id_ed25519").read_text() == key
+
+
+@pytest.mark.parametrize("edited", ["hostfile", ".deepspeed_env", "launch.sh"])
+def test_a_file_changed_by_hand_is_refused_naming_it_and_nothing_is_written(
+    tmp_path: Path, edited: str
+) -> None:
+    folder = tmp_path / "cluster"
+    bundle(folder)
+    with (folder / edited).open("a") as handle:
+        handle.write("mine=1\n")
+    before = snapshot(folder)
+    code, stderr = cli("bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--set", "A=1")
+    assert code == 3
+    assert f"{folder / edited} already exists with other content" in stderr
+    assert "--force" in stderr
+    assert snapshot(folder) == before
+    bundle(folder, "--force")  # the fix the message names
+    assert "mine=1" not in (folder / edited).read_text()
+
+
+def test_the_files_of_another_stack_are_not_rewritten_without_force(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    bundle(folder)
+    before = snapshot(folder)
+    spec = load_preset("cpu-deepspeed").spec
+    other = replace(spec, name="other", launch=replace(spec.launch, nodes=("x1",)))
+    with pytest.raises(OutputExists, match="stack other"):
+        write_bundle(resolve(other), folder, image="i:1", force=False)
+    assert snapshot(folder) == before
+
+
+def test_bundle_set_is_dsenv_set(tmp_path: Path) -> None:
+    """The same parsing and the same refusals: a bad NAME, a secret."""
+    folder = tmp_path / "cluster"
+    for bad in ("NO-EQUALS", "1X=2", "HF_TOKEN=x"):
+        from_dsenv = cli("dsenv", "--preset", "cpu-deepspeed", "--set", bad)
+        from_bundle = cli("bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--set", bad)
+        assert from_bundle == from_dsenv, bad
+        assert from_bundle[0] == 2, bad
+    assert not folder.exists()
+
+
+def test_launch_sh_finds_its_folder_where_it_was_moved(tmp_path: Path) -> None:
+    folder, moved = tmp_path / "here", tmp_path / "there" / "bundle"
+    spec = load_preset("cpu-deepspeed").spec
+    env = {**spec.launch.env, "HF_TOKEN": "x"}  # a secrets file named by its path too
+    spec = replace(spec, launch=replace(spec.launch, code=None, cache=None, env=env))
+    write_bundle(resolve(spec), folder, image="i:1", force=False)
+    script = (folder / "launch.sh").read_text()
+    assert str(folder) not in script
+    subprocess.run([real_tool("shellcheck"), "--shell=sh", str(folder / "launch.sh")], check=True)
+    moved.parent.mkdir()
+    folder.rename(moved)
+    trace = node1(moved / "launch.sh")
+    assert trace.returncode == 0, trace.stderr
+    assert f"--volume {moved}:/etc/builder/cluster:ro" in trace.stdout
+    assert f"--env-file {moved}/secrets.env" in trace.stdout
+    odd = tmp_path / "a:b"
+    moved.rename(odd)
+    refused = node1(odd / "launch.sh")
+    assert refused.returncode == 1
+    assert "holds ':' or ','" in refused.stderr
+    assert refused.stdout == ""
+
+
+def node1(script: Path) -> subprocess.CompletedProcess[str]:
+    """`sh launch.sh node1` with a docker that prints what it is asked."""
+    run = ["sh", "-c", 'docker() { printf "%s\\n" "$*"; }; . "$0"', str(script), "node1"]
+    return subprocess.run(run, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("command", ["hostfile", "dsenv", "slurm"])
+def test_the_folder_a_command_makes_first_is_private(tmp_path: Path, command: str) -> None:
+    """Whichever command makes the cluster folder makes it 0700; a folder that exists
+    keeps its mode (a file without secrets is written into it as it is)."""
+    args = {"hostfile": ["-w", "n1"], "slurm": ["--launcher", "torchrun"]}.get(command, [])
+    preset = [] if command == "hostfile" else ["--preset", "cpu-deepspeed"]
+    new = tmp_path / "new" / "cluster" / "out"
+    assert cli(command, *preset, *args, "-o", str(new))[0] == 0
+    assert stat.S_IMODE(new.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(new.parent.parent.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    assert cli(command, *preset, *args, "-o", str(shared / "out"))[0] == 0
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    # the keys still refuse it, as they did
+    assert cli("keys", "--cluster-dir", str(shared))[0] == 2
+
+
+def test_a_bundle_without_the_set_values_refuses_to_drop_them(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    bundle(folder, "--set", "NCCL_SOCKET_IFNAME=^docker0,lo")
+    bundle(folder, "--set", "NCCL_SOCKET_IFNAME=^docker0,lo")  # the same: fine
+    code, stderr = cli("bundle", "--preset", "cpu-deepspeed", "-o", str(folder))
+    assert code == 3
+    assert f"{folder / '.deepspeed_env'} already exists" in stderr
+    assert "bundle --set" in stderr

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
+from builder.cluster.folder import RECORD
 from builder.cluster.keys import FILES, HOST_KEY_ALIAS, make_keys, node_ssh_config
 from builder.errors import OutputExists, UsageError
 from tests.conftest import real_tool
@@ -23,7 +24,7 @@ def test_pair_authorized_keys_and_config(tmp_path: Path) -> None:
     make_keys(folder, port=3022, comment="builder-test")
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == dict.fromkeys(
-        FILES, 0o600
+        (*FILES, RECORD), 0o600
     )
     public = (folder / "id_ed25519.pub").read_text()
     assert public.startswith("ssh-ed25519 ")
@@ -107,7 +108,7 @@ def test_an_existing_key_is_kept_unless_forced(tmp_path: Path) -> None:
     assert (tmp_path / "id_ed25519").read_text() == first
     make_keys(tmp_path, port=3022, comment="b", force=True)
     assert (tmp_path / "id_ed25519").read_text() != first
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != RECORD]
 
 
 def test_cli_uses_the_stack_port(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -10,15 +11,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from typer.testing import CliRunner
 
+from builder import platforms
 from builder.cli import app
 from builder.errors import SpecError, UsageError
-from builder.launch.actions import ContainerExec, ContainerStart, HostCommand
+from builder.fabrics import FABRICS
+from builder.launch.actions import ContainerExec, ContainerStart, HostCommand, run_options
 from builder.launch.launchers.torchrun import LOGGED
-from builder.launch.plan import launch_plan
+from builder.launch.plan import launch_plan, supported
 from builder.resolved import resolve
 from builder.schedulers.slurm import sbatch_script
 from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset, spec_from_dict
+from builder.spec.presets import preset_names
 from builder.spec.records import Mount, Spec
 
 if TYPE_CHECKING:
@@ -190,7 +194,7 @@ def test_cli_json_is_the_plan() -> None:
     assert data["commands"][0]["argv"][:2] == ["docker", "run"]
 
 
-def test_sif_from_the_local_daemon_needs_a_tag() -> None:
+def test_sif_from_the_local_daemon_reads_a_bare_name_as_latest() -> None:
     from builder.launch.sif import sif_build_argv
 
     assert sif_build_argv("team/train:1.0") == [
@@ -219,13 +223,18 @@ def test_sif_from_the_local_daemon_needs_a_tag() -> None:
         cluster_dir="/c",
     )
     assert "t-abababababab.sif" in plan.steps[0].argv
-    for bad in ("a/:1", "a/@sha256:" + "a" * 64, "Team/x:1", "-x:1", "img@sha256:" + "A" * 64):
+    for bad in ("a/:1", "a/@sha256:" + "a" * 64, "team/X:1", "-x:1", "img@sha256:" + "A" * 64):
         with pytest.raises(UsageError):
             sif_build_argv(bad)
-    with pytest.raises(UsageError, match="needs a lowercase name:tag"):
-        sif_build_argv("localhost:5000/t")
-    with pytest.raises(UsageError, match="needs a lowercase name:tag"):
-        sif_build_argv("team/train")
+    # docker's reading: no tag is :latest, and a capital makes the first part a registry
+    assert sif_build_argv("localhost:5000/t") == [
+        "apptainer",
+        "build",
+        "t-latest.sif",
+        "docker-daemon://localhost:5000/t:latest",
+    ]
+    assert sif_build_argv("team/train")[3] == "docker-daemon://team/train:latest"
+    assert sif_build_argv("Team/x:1")[3] == "docker-daemon://Team/x:1"
 
 
 def test_apptainer_torchrun_carries_env_through_cleanenv() -> None:
@@ -530,3 +539,134 @@ def test_a_logs_folder_with_percent_is_refused_under_slurm() -> None:
     spec = with_launch(launcher="torchrun", logs="/shared/100%")
     with pytest.raises(UsageError, match=r"launch.logs '/shared/100%'.*srun's --output"):
         sbatch_script(resolve(spec, scheduler_name="slurm"), image="i:1", cluster_dir="/c")
+
+
+def _options(argv: list[str]) -> list[tuple[str, str | None]]:
+    """A docker run line's options as (name, value) pairs, up to the image."""
+    pairs: list[tuple[str, str | None]] = []
+    words = iter(argv[2:])
+    for word in words:
+        if not word.startswith("-"):
+            break  # the image
+        if "=" in word and word.startswith("--"):
+            pairs.append((word.split("=")[0], word.split("=", 1)[1]))
+        elif word in ("--detach", "--rm", "--privileged", "--init"):
+            pairs.append((word, None))
+        else:
+            pairs.append((word, next(words)))
+    return pairs
+
+
+def _every_combination() -> list[tuple[str, str, str, str]]:
+    return [
+        (preset, fabric, runtime, launcher)
+        for preset in preset_names()
+        for fabric, one in FABRICS.items()
+        if platforms.get(load_preset(preset).spec.image.accelerator).collective.runs_over(one)
+        for runtime, launcher in supported()
+    ]
+
+
+def test_no_docker_run_option_is_given_twice_on_any_platform_fabric_or_runtime() -> None:
+    """The platform's flags, the fabric's and the plan's own meet in one run line: none
+    twice (CUDA and InfiniBand both ask for --ulimit memlock=-1), no limit, variable or
+    bind target set twice."""
+    checked = set()
+    for preset, fabric, runtime, launcher in _every_combination():
+        spec = load_preset(preset).spec
+        spec = replace(spec, image=replace(spec.image, fabric=fabric))
+        try:
+            resolved = resolve(spec, runtime_name=runtime, launcher_name=launcher)
+            plan = launch_plan(resolved, image="team/train:1", cluster_dir="/c")
+        except (SpecError, UsageError):
+            continue  # a launcher the preset's image or platform does not run
+        for step in plan.steps:
+            argv = list(step.argv)
+            if argv[:2] != ["docker", "run"]:
+                continue
+            pairs = _options(argv)
+            keyed = [
+                (name, (value or "").split("=")[0])
+                for name, value in pairs
+                if name in ("--ulimit", "--env", "-e", "--label")
+            ]
+            where = f"{preset} {fabric} {runtime} {launcher}"
+            assert len(set(pairs)) == len(pairs), f"{where}: {shlex.join(argv)}"
+            assert len(set(keyed)) == len(keyed), f"{where}: {shlex.join(argv)}"
+            checked.add((preset, fabric, runtime))
+    assert ("cuda-deepspeed", "infiniband", "docker") in checked
+    assert ("rocm-deepspeed", "roce", "docker") in checked
+    assert {runtime for _, _, runtime in checked} == {"docker"}  # the others run no docker
+
+
+def test_run_options_keep_the_later_of_two_that_set_the_same_thing() -> None:
+    tokens = [
+        "--ulimit",
+        "memlock=-1",
+        "--ipc",
+        "host",
+        "-e",
+        "A=1",
+        "--cap-add",
+        "IPC_LOCK",
+        "--sig-proxy=false",
+        "--device",
+        "/dev/infiniband",
+        "--ulimit",
+        "memlock=-1",
+        "--cap-add",
+        "SYS_NICE",
+        "--env",
+        "A=2",
+        "--device",
+        "/dev/infiniband",
+        "--volume",
+        "/a:/t:ro",
+        "--volume",
+        "/b:/t",
+        "--ipc",
+        "private",
+        "--rm",
+        "--cap-add",
+        "IPC_LOCK",
+    ]
+    assert run_options(tokens) == [
+        "--sig-proxy=false",
+        "--ulimit",
+        "memlock=-1",
+        "--cap-add",
+        "SYS_NICE",
+        "--env",
+        "A=2",
+        "--device",
+        "/dev/infiniband",
+        "--volume",
+        "/b:/t",
+        "--ipc",
+        "private",
+        "--rm",
+        "--cap-add",
+        "IPC_LOCK",
+    ]
+
+
+def test_launch_prints_one_line_per_command_and_one_on_how_to_stop() -> None:
+    result = CliRunner().invoke(app, ["launch", "--preset", "cuda-deepspeed"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "node1, start the node's container (sshd)",
+        "node2, start the node's container (sshd)",
+        "node1, once every node is up, the launcher (pdsh reaches the rest)",
+        "to stop",
+    ]
+    assert "sh launch.sh stop" in lines[-1]
+    assert "/proc/" not in result.stdout  # the stop script is in the bundle and --json
+    data = json.loads(
+        CliRunner().invoke(app, ["launch", "--preset", "cuda-deepspeed", "--json"]).stdout
+    )
+    assert any("/proc/" in " ".join(c["stop"] or []) for c in data["result"]["commands"])
+    torchrun = CliRunner().invoke(app, ["launch", "--preset", "cuda-torchrun"]).stdout
+    assert torchrun.splitlines()[-1].startswith(
+        "to stop: `docker stop --time 30 builder-cuda-torchrun` on node1, node2"
+    )
