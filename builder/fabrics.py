@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from builder.errors import UsageError
+from builder.model import did_you_mean
 
 NONE = "none"
 # Debian and Ubuntu's rdma-core packages (bookworm, jammy, noble): the verbs and RDMA CM
@@ -150,5 +151,7 @@ NAMES = tuple(FABRICS)
 def fabric(name: str) -> Fabric:
     """The fabric called name (a checked spec names only known ones)."""
     if name not in FABRICS:
-        raise UsageError(f"fabric {name!r}: choose one of {', '.join(NAMES)}")
+        raise UsageError(
+            f"fabric {name!r}: choose one of {', '.join(NAMES)}{did_you_mean(name, NAMES)}"
+        )
     return FABRICS[name]

@@ -18,13 +18,17 @@ one mapping field and written back flat by ``dump``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import types
 import typing
 from enum import Enum
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from builder.errors import shown
+from builder.errors import SHOWN, shown
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 T = TypeVar("T")
 MAX_TEXT = 4096
@@ -67,6 +71,10 @@ class Rule:
     """The values a string may take, asked for when data is parsed (plug-in names)."""
     extras: typing.Callable[[], tuple[Extra, ...]] | None = None
     """On a dict[str, str] field: the record's own keys that are collected into it."""
+    example: str | None = None
+    """A valid value as YAML writes it (``[gpu01, gpu02]``), for messages about this field."""
+    what: str | None = None
+    """What the field holds, for messages (``a list of host names``); default: its type."""
 
 
 def field(
@@ -83,8 +91,14 @@ def field(
     check: Check | None = None,
     choices: typing.Callable[[], tuple[str, ...]] | None = None,
     extras: typing.Callable[[], tuple[Extra, ...]] | None = None,
+    example: str | None = None,
+    what: str | None = None,
 ) -> Any:
-    """A record field with its constraints; ``check`` may normalise or raise ValueError."""
+    """A record field with its constraints; ``check`` may normalise or raise ValueError.
+    ``example`` (YAML) and ``what`` only improve the messages about a wrong value; a
+    scalar or non-empty default is the example where none is given."""
+    if example is None and default not in (dataclasses.MISSING, None, (), ""):
+        example = yaml_flow(default)
     rule = Rule(
         description,
         pattern,
@@ -96,6 +110,8 @@ def field(
         check,
         choices,
         extras,
+        example,
+        what,
     )
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={"rule": rule}
@@ -158,16 +174,14 @@ def _rule(f: dataclasses.Field[Any]) -> Rule:
 
 def _record(cls: type[Any], data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
     if not isinstance(data, dict):
-        problems.append((loc, f"expected a mapping of keys, got {_kind(data)}"))
+        problems.append((loc, _not_a_record(cls, data, loc)))
         return None
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    known = field_names(cls) if data else []
     problems.extend(
-        (
-            (*loc, shown(key, quote=False)),
-            f"unknown key {shown(key)}; check its spelling (see `builder schema`)",
-        )
+        ((*loc, shown(key, quote=False)), _unknown_key(key, known))
         for key in data
-        if key not in field_names(cls)
+        if key not in known
     )
     values: dict[str, Any] = {}
     before = len(problems)
@@ -184,6 +198,13 @@ def _record(cls: type[Any], data: Any, loc: Loc, problems: list[tuple[Loc, str]]
     return cls(**values)
 
 
+def _unknown_key(key: object, known: list[str]) -> str:
+    match = close_match(key, known)
+    if match is None:
+        return f"unknown key {shown(key)}; check its spelling (see `builder schema`)"
+    return f"unknown key {shown(key)}; did you mean {match!r}? (see `builder schema`)"
+
+
 def _value(  # noqa: PLR0911 - one branch per kind of type
     tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]
 ) -> Any:
@@ -196,12 +217,12 @@ def _value(  # noqa: PLR0911 - one branch per kind of type
     if origin is Literal:
         # exactly: True == 1 == 1.0 to Python, never to a user (version: true)
         if not any(type(data) is type(arg) and data == arg for arg in args):
-            problems.append((loc, f"{shown(data)} is not one of {_choices(args)}"))
+            problems.append((loc, _not_a_choice(data, args, loc)))
         return data
     if isinstance(tp, type) and issubclass(tp, Enum):
         values = [member.value for member in tp]
         if data not in values:
-            problems.append((loc, f"{shown(data)} is not one of {_choices(values)}"))
+            problems.append((loc, _not_a_choice(data, values, loc)))
             return None
         return tp(data)
     if dataclasses.is_dataclass(tp):
@@ -220,7 +241,8 @@ def _extras(
     found: dict[str, str] = {}
     for extra in extras:
         if extra.name in data:
-            rule = Rule(pattern=extra.pattern, min_length=1)
+            example = None if extra.default is None else yaml_flow(extra.default)
+            rule = Rule(pattern=extra.pattern, min_length=1, example=example)
             value = _scalar(str, rule, data[extra.name], (*loc, extra.name), problems)
             if isinstance(value, str):
                 found[extra.name] = value
@@ -229,7 +251,7 @@ def _extras(
 
 def _sequence(item: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
     if not isinstance(data, list):
-        problems.append((loc, f"expected a list, got {_kind(data)}"))
+        problems.append((loc, _not_a_list(item, rule, data, loc)))
         return None
     before = len(problems)
     item_rule = Rule(pattern=rule.items_pattern)
@@ -241,7 +263,7 @@ def _sequence(item: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[L
 
 def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
     if not isinstance(data, dict):
-        problems.append((loc, f"expected a mapping, got {_kind(data)}"))
+        problems.append((loc, _not_a_mapping(rule, data, loc)))
         return None
     before = len(problems)
     out: dict[str, str] = {}
@@ -254,7 +276,15 @@ def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -
             )
         # a mapping's values are never shown: launch.env's may be secrets
         elif not isinstance(value, str):
-            problems.append(((*loc, key), f"{_kind(value)}: write the value in quotes"))
+            problems.append(
+                (
+                    (*loc, key),
+                    f"expected a string, got {_kind(value)} (not shown: it may be a "
+                    "secret); write the value in quotes: "
+                    f"{_snippet((shown(key, quote=False),), _QUOTED_SECRET)} (YAML reads "
+                    "an unquoted 1, 1.0, true or null as another type)",
+                )
+            )
         elif found := _text_problem(value, show=False):
             problems.append(((*loc, key), found))
         else:
@@ -267,33 +297,34 @@ def _scalar(tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, 
     # bool is an int to Python, never to a user: check it first and exactly.
     if tp is bool or isinstance(data, bool):
         if not isinstance(data, bool) or tp is not bool:
-            problems.append((loc, f"expected {_name(tp)}, got {_kind(data)} {shown(data)}"))
+            problems.append((loc, _wrong_type(tp, rule, data, loc)))
         return _checked(rule, data, loc, problems, before)
     if tp is str and isinstance(data, int | float):
         # YAML reads 3.10 as the float 3.1 and 12 as an int: the usual version typo.
         problems.append(
             (
                 loc,
-                f'YAML read {shown(data)} as a number; write it in quotes: {loc[-1]}: "{data}"'
+                f"YAML read {shown(data)} as a number; write it in quotes: "
+                + _snippet(loc, f'"{data}"', code=False)
                 + (" (unquoted, 3.10 becomes 3.1)" if isinstance(data, float) else ""),
             )
         )
         return None
     if not isinstance(data, tp):
-        value = "" if data is None or isinstance(data, dict | list) else f" {shown(data)}"
-        problems.append((loc, f"expected {_name(tp)}, got {_kind(data)}{value}"))
+        problems.append((loc, _wrong_type(tp, rule, data, loc)))
         return None
     if isinstance(data, str):
         choices = rule.choices() if rule.choices is not None else None
         if found := _text_problem(data):
             problems.append((loc, found))
         elif choices is not None and data not in choices:
-            problems.append((loc, f"{shown(data)} is not one of {_choices(choices)}"))
+            problems.append((loc, _not_a_choice(data, choices, loc)))
         elif rule.min_length is not None and len(data) < rule.min_length:
             problems.append((loc, "must not be empty"))
         elif rule.pattern is not None and not re.fullmatch(rule.pattern, data):
+            example = f"; e.g. {_snippet(loc, rule.example)}" if rule.example else ""
             problems.append(
-                (loc, f"{shown(data)} is not a valid value here (pattern {rule.pattern})")
+                (loc, f"{shown(data)} is not a valid value here (pattern {rule.pattern}){example}")
             )
     if isinstance(data, int):
         if rule.ge is not None and data < rule.ge:
@@ -330,6 +361,191 @@ def _text_problem(text: str, *, show: bool = True) -> str | None:
         "line break, tab, escape or invisible format character); every value is one line "
         "of printable text"
     )
+
+
+# Messages about a value of the wrong kind: each names what was given (shortened by
+# ``shown``; never a mapping's values, which may be secrets), what the field takes and
+# what to write instead, as YAML.
+
+_QUOTED_SECRET = '"..."'
+_PLAIN = r"[A-Za-z_/][A-Za-z0-9_./+-]*"
+"""A string YAML reads as itself without quotes (the words below aside)."""
+_YAML_WORDS = frozenset(["y", "n", "yes", "no", "on", "off", "true", "false", "null"])
+"""YAML 1.1's booleans and null: a string spelt so is written in quotes."""
+_TRUE_WORDS = frozenset({"y", "yes", "on", "true", "1"})
+_FALSE_WORDS = frozenset({"n", "no", "off", "false", "0"})
+
+
+def yaml_flow(value: Any) -> str:  # noqa: PLR0911 - one branch per kind of value
+    """value as YAML writes it on one line (flow style), quoted only where YAML needs it:
+    what a message shows to write."""
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(yaml_flow(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{yaml_flow(k)}: {yaml_flow(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if re.fullmatch(_PLAIN, text) and text.lower() not in _YAML_WORDS:
+        return text
+    return "'" + text.replace("'", "''") + "'"
+
+
+def close_match(name: object, choices: Iterable[str]) -> str | None:
+    """The one of choices that name most likely misspells (letter case aside), or None:
+    the "did you mean" of every lookup of a name in a fixed set."""
+    if not isinstance(name, str) or not name or len(name) > SHOWN:
+        return None
+    folded = {choice.lower(): choice for choice in choices}
+    if name.lower() in folded:
+        return folded[name.lower()]
+    # three letters are one letter from too many others (tpu, cpu): ask for more there
+    cutoff = 0.7 if len(name) <= 3 else 0.6
+    found = difflib.get_close_matches(name.lower(), list(folded), n=1, cutoff=cutoff)
+    return folded[found[0]] if found else None
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """'; did you mean 'x'?' where name looks like a misspelt choice, else ''."""
+    match = close_match(name, choices)
+    return f"; did you mean {match!r}?" if match is not None else ""
+
+
+def _snippet(loc: Loc, text: str, *, code: bool = True) -> str:
+    """text written where loc is: ``key: text`` (or ``- text`` for a list's item)."""
+    key = loc[-1] if loc else None
+    line = f"{key}: {text}" if isinstance(key, str) else (f"- {text}" if loc else text)
+    return f"`{line}`" if code else line
+
+
+def _given(data: Any) -> str:  # noqa: PLR0911 - one branch per kind of value
+    """What the spec holds, for a message: its kind and (shortened) value."""
+    if data is None:
+        return "nothing (null)"
+    if isinstance(data, bool):
+        return f"the boolean {yaml_flow(data)}"
+    if isinstance(data, int | float):
+        return f"the number {shown(data)}"
+    if isinstance(data, str):
+        return f"the string {shown(data)}"
+    if isinstance(data, list):
+        return f"a list {shown(data)}"
+    if isinstance(data, dict):
+        return f"a mapping (keys {shown(list(data))})"
+    return _kind(data)
+
+
+def _example(tp: Any, rule: Rule) -> str | None:
+    """A valid value of the field as YAML, where one is known."""
+    if rule.example is not None:
+        return rule.example
+    if rule.choices is not None:
+        return yaml_flow(rule.choices()[0])
+    if tp is bool:
+        return "true"
+    if tp is int:
+        return str(rule.ge if rule.ge is not None else 1)
+    return None
+
+
+def _wrong_type(tp: Any, rule: Rule, data: Any, loc: Loc) -> str:
+    """A scalar field given a value of another type."""
+    head = f"expected {_name(tp)}, got {_given(data)}"
+    example = _example(tp, rule)
+    folded = str(data).lower() if isinstance(data, str | int) else None
+    if tp is bool and folded in _TRUE_WORDS | _FALSE_WORDS:
+        word = "true" if folded in _TRUE_WORDS else "false"
+        return f"{head}; write {_snippet(loc, word)} (true or false, without quotes)"
+    if tp is int and isinstance(data, str) and data.strip().isdigit() and data.isascii():
+        return f"{head}; write it without quotes: {_snippet(loc, data.strip())}"
+    if tp is str and isinstance(data, bool):
+        fix = "write the value in quotes (YAML reads an unquoted yes, no, on, off, true or "
+        fix += "false as a boolean)"
+        return f"{head}; {fix}" + (f", e.g. {_snippet(loc, example)}" if example else "")
+    if example is None:
+        return head
+    if data is None:
+        return f"{head}; give a value, e.g. {_snippet(loc, example)}"
+    return f"{head}; write e.g. {_snippet(loc, example)}"
+
+
+def _not_a_choice(data: Any, choices: Iterable[Any], loc: Loc) -> str:
+    """A value outside a fixed set (an enum, a literal, a plug-in's name)."""
+    values = list(choices)
+    if len(values) == 1:
+        one = yaml_flow(values[0])
+        return f"expected {one}, got {_given(data)}; write {_snippet(loc, one)}"
+    hint = did_you_mean(data, [str(v) for v in values])
+    return f"{shown(data)} is not one of {_choices(values)}{hint}"
+
+
+def _not_a_list(item: Any, rule: Rule, data: Any, loc: Loc) -> str:
+    what = rule.what or f"a list of {_plural(item)}"
+    head = f"expected {what}, got {_given(data)}"
+    example = f"e.g. {_snippet(loc, rule.example)}" if rule.example else ""
+    one = isinstance(data, str | int | float) and not isinstance(data, bool)
+    if one and item is str and len(str(data)) <= SHOWN and str(data).isprintable():
+        wrapped = _snippet(loc, f"[{yaml_flow(str(data))}]")
+        return f"{head}; write it as a list of one item: {wrapped}" + (
+            f", or {example}" if example else ""
+        )
+    fix = example or f"write the items in brackets, {_snippet(loc, '[a, b]')}"
+    return f"{head}; {'write ' if example else ''}{fix}"
+
+
+def _plural(item: Any) -> str:
+    if item is str:
+        return "strings"
+    if dataclasses.is_dataclass(item):
+        names = [f.name for f in dataclasses.fields(item)]
+        return f"mappings ({', '.join(names)})"
+    return "values"
+
+
+def _not_a_mapping(rule: Rule, data: Any, loc: Loc) -> str:
+    # what was given is not shown: a mapping's values may be secrets (launch.env)
+    head = f"expected {rule.what or 'a mapping of names to strings'}, got {_kind(data)}"
+    named = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", data) if isinstance(data, str) else None
+    if named:
+        wrapped = _snippet(loc, f"{{{named[1]}: {_QUOTED_SECRET}}}")
+        return f"{head} (NAME=value); write it as a mapping: {wrapped}, one key per name"
+    example = rule.example or "{NAME: value}"
+    return f"{head}; write e.g. {_snippet(loc, example)}"
+
+
+def _not_a_record(cls: type[Any], data: Any, loc: Loc) -> str:
+    names = [f.name for f in dataclasses.fields(cls) if _rule(f).extras is None]
+    keys = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    head = f"expected a mapping of keys ({keys}), got {_given(data)}"
+    if isinstance(data, bool) and "enabled" in names:
+        return f"{head}; write {_snippet(loc, '{enabled: ' + yaml_flow(data) + '}')}"
+    return f"{head}; write its keys below it, e.g. {_snippet(loc, _record_example(cls))}"
+
+
+def _record_example(cls: type[Any]) -> str:
+    """A small valid value of a record as YAML: its required keys, then defaults up to two."""
+    required: list[str] = []
+    optional: list[str] = []
+    for f in dataclasses.fields(cls):
+        rule = _rule(f)
+        if rule.extras is not None:
+            continue
+        tp = _hints(cls)[f.name]
+        if dataclasses.is_dataclass(tp):
+            example: str | None = _record_example(typing.cast("type[Any]", tp))
+        else:
+            example = _example(tp, rule)
+        is_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if example is not None or is_required:
+            (required if is_required else optional).append(f"{f.name}: {example or '...'}")
+    shown_keys = required + optional[: max(0, 2 - len(required))]
+    return "{" + ", ".join(shown_keys) + "}"
 
 
 def _choices(values: Any) -> str:

@@ -21,6 +21,7 @@ from builder.image.inputs import BuildInputs, with_base
 from builder.launch import launchers
 from builder.launch.runtimes import runtime
 from builder.lock.apply import with_lock
+from builder.model import did_you_mean
 from builder.spec.check import launcher_problems
 from builder.spec.loader import Stack
 
@@ -143,7 +144,8 @@ def _launcher(spec: Spec, name: str) -> Launcher:
     of a derived run such as a rehearsal's, as the spec's own was)."""
     if name not in launchers.names():
         raise UsageError(
-            f"--launcher {name!r}: choose one of {', '.join(launchers.names())}",
+            f"--launcher {name!r}: choose one of {', '.join(launchers.names())}"
+            + did_you_mean(name, launchers.names()),
             field="--launcher",
             value=name,
         )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from builder import architectures
 from builder.collectives import gloo
 from builder.deepspeed_ops import NOT_BUILT, OPS
+from builder.model import did_you_mean
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -255,7 +256,8 @@ class Platform:
                     (
                         where,
                         f"{name} is not one of DeepSpeed's ops; {self.name} images can have "
-                        f"{', '.join(self.deepspeed_ops) or 'none'}",
+                        f"{', '.join(self.deepspeed_ops) or 'none'}"
+                        + did_you_mean(name, self.deepspeed_ops or OPS),
                     )
                 )
             elif name not in self.deepspeed_ops:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from builder.collectives import hccl
-from builder.model import Extra
+from builder.model import Extra, did_you_mean
 from builder.platforms.base import VERSION_PATTERN, Platform, Problems
 
 if TYPE_CHECKING:
@@ -151,7 +151,8 @@ class Gaudi(Platform):
             return [
                 (
                     "image.synapse",
-                    f"unknown SynapseAI release {synapse!r}; known: {', '.join(GAUDI_RELEASES)}",
+                    f"unknown SynapseAI release {synapse!r}; known: {', '.join(GAUDI_RELEASES)}"
+                    + did_you_mean(synapse, GAUDI_RELEASES),
                 )
             ]
         problems: Problems = []

@@ -18,6 +18,7 @@ from builder.contract import CLUSTER_DIR, TORCH_DIR, VENV
 from builder.fabrics import FABRICS
 from builder.launch import launchers
 from builder.launch.runtimes import runtime
+from builder.model import did_you_mean
 from builder.platforms.base import OSES, TORCH_MIN_PYTHON, minor_of, version_key
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ def check_image(image: ImageSpec) -> Problems:
                     )
                 )
     if image.os and image.os not in OSES:
-        problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}"))
+        hint = did_you_mean(image.os, OSES)
+        problems.append(("image.os", f"{image.os!r} is not one of {', '.join(OSES)}{hint}"))
     problems += platform.problems(image)
     problems += platform.architecture_problems(image)
     problems += platform.deepspeed_problems(image)

@@ -23,19 +23,19 @@ from builder import architectures, platforms
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
 from builder.errors import UsageError, shown
 from builder.fabrics import NAMES as FABRICS
+from builder.image.reference import TAG_PATTERN, name_problem
+from builder.image.reference import problem as reference_problem
 from builder.launch import launchers, runtimes
 from builder.launch.actions import bind_problem
 from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
 from builder.launch.secrets import is_secret_name
 from builder.launch.squashfs import squashfs_problem
-from builder.model import field, json_schema
+from builder.model import did_you_mean, field, json_schema
 from builder.platforms.base import FROM_BASE, VERSION_PATTERN
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_IMAGE_NAME = r"^[a-z0-9]+([._-]{1,2}[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+)*)*$"
 IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
 """A Docker image reference (name[:tag][@digest]) as one word: no blank, quote or '-' first."""
-_TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION = VERSION_PATTERN
 _PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$"
 _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
@@ -158,6 +158,20 @@ SYSTEM_ACCOUNTS = frozenset(
 """Accounts the Debian and Ubuntu base images already have (`useradd` would fail)."""
 
 
+def _image_name(name: str) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
+def _image_reference(reference: str) -> str:
+    problem = reference_problem(reference)
+    if problem is not None:
+        raise ValueError(problem)
+    return reference
+
+
 def _account_name(name: str) -> str:
     if name in SYSTEM_ACCOUNTS:
         raise ValueError(
@@ -179,9 +193,16 @@ def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
 def _platforms(items: tuple[str, ...]) -> tuple[str, ...]:
     unknown = [item for item in items if item not in architectures.KNOWN]
     if unknown:
+        meant = architectures.named(unknown[0])
+        hint = (
+            f"; did you mean {meant.platform!r}?"
+            if meant is not None
+            else did_you_mean(unknown[0], architectures.PLATFORMS)
+        )
         raise ValueError(
             f"{shown(unknown[0])} is not a platform builder builds for: "
-            f"{', '.join(architectures.PLATFORMS)} (docker's names; aarch64 is linux/arm64)"
+            f"{', '.join(architectures.PLATFORMS)} (docker's names; aarch64 is "
+            f"linux/arm64){hint}"
         )
     if not items:
         raise ValueError(
@@ -233,19 +254,25 @@ class ImageSpec:
 
     accelerator: str = field(
         choices=platforms.names,
+        example="cuda",
         description="What the image computes on (a platform: cpu, cuda, gaudi, rocm, ...).",
     )
     name: str = field(
-        "builder/stack", pattern=_IMAGE_NAME, description="Image repository name, e.g. team/train."
+        "builder/stack",
+        check=_image_name,
+        description="Image repository name, e.g. team/train (docker's grammar: no tag here).",
     )
-    tag: str = field("latest", pattern=_TAG, description="Image tag.")
+    tag: str = field("latest", pattern=TAG_PATTERN, description="Image tag.")
     base: str | None = field(
         None,
-        pattern=IMAGE_REF,
+        check=_image_reference,
+        example="'nvcr.io/nvidia/pytorch:24.05-py3'",
         description="Base image; default derived from accelerator, cuda/synapse and os.",
     )
     os: str | None = field(
-        None, description="OS of the base image: ubuntu22.04, ubuntu24.04 or bookworm."
+        None,
+        example="ubuntu22.04",
+        description="OS of the base image: ubuntu22.04, ubuntu24.04 or bookworm.",
     )
     versions: dict[str, str] = field(
         default_factory=dict,
@@ -255,6 +282,7 @@ class ImageSpec:
     platforms: tuple[str, ...] | None = field(
         None,
         check=_platforms,
+        example="[linux/amd64, linux/arm64]",
         description=(
             "CPU architectures to build, as docker names them: linux/amd64, linux/arm64 "
             "(aarch64: Grace in GH200 and GB200 nodes). Each is built through the engine "
@@ -263,11 +291,15 @@ class ImageSpec:
         ),
     )
     python: str | None = field(
-        None, pattern=_VERSION, description="Python version; must be the base OS's python3."
+        None,
+        pattern=_VERSION,
+        example="'3.12'",
+        description="Python version; must be the base OS's python3.",
     )
     torch: str | None = field(
         None,
         pattern=rf"^{FROM_BASE}$|{_VERSION}",
+        example="'2.4.1'",
         description=(
             "torch version from PyTorch's wheel index, or from-base: keep the torch (and "
             "NCCL, MPI) of a framework base image such as nvcr.io/nvidia/pytorch, never "
@@ -277,11 +309,13 @@ class ImageSpec:
     torch_index: str | None = field(
         None,
         pattern=r"^(https?|file)://\S+$",
+        example="'https://download.pytorch.org/whl/cu124'",
         description="pip index for torch; default derived from accelerator and CUDA version.",
     )
     deepspeed: str | None = field(
         None,
         pattern=_VERSION,
+        example="'0.15.4'",
         description=(
             "DeepSpeed version from PyPI (cuda, cpu) or the HabanaAI/DeepSpeed tag "
             "(gaudi: must equal the SynapseAI release). Unset: no DeepSpeed."
@@ -291,6 +325,7 @@ class ImageSpec:
         None,
         items_pattern=r"^[a-z][a-z0-9_]{0,63}$",
         check=_sorted_unique,
+        example="[cpu_adam, fused_adam]",
         description=(
             "DeepSpeed ops compiled into the image (DS_BUILD_<OP>=1), so that no run compiles "
             "them just in time. Unset: the platform's default (cpu: cpu_adam and "
@@ -300,6 +335,7 @@ class ImageSpec:
     archs: tuple[str, ...] | None = field(
         None,
         items_pattern=r"^[A-Za-z0-9][A-Za-z0-9.+_:-]{0,47}$",
+        example="['8.0', '9.0']",
         description=(
             "GPU architectures the prebuilt ops are compiled for: CUDA compute capabilities "
             "(8.0, 9.0, 10.0; X.Y+PTX adds PTX for later GPUs), ROCm gfx targets (gfx90a, "
@@ -308,23 +344,30 @@ class ImageSpec:
         ),
     )
     apt: tuple[str, ...] = field(
-        (), items_pattern=_PACKAGE, check=_sorted_unique, description="Extra apt packages."
+        (),
+        items_pattern=_PACKAGE,
+        check=_sorted_unique,
+        example="[htop, numactl]",
+        description="Extra apt packages.",
     )
     pip: tuple[str, ...] = field(
         (),
         items_pattern=_PACKAGE,
         check=_sorted_unique,
+        example="['transformers==4.44.2']",
         description="Extra pip requirements (pin them: name==version).",
     )
     requirements: str | None = field(
         None,
         min_length=1,
+        example="requirements.txt",
         description="requirements.txt path, relative to the spec file; installed last.",
     )
     env: dict[str, str] = field(
         default_factory=dict,
         keys_pattern=ENV_NAME,
         check=_image_env,
+        example="{OMP_NUM_THREADS: '8'}",
         description=(
             "Environment baked into the image. Never a secret (a name with TOKEN, SECRET, "
             "PASSWORD, PASSWD or CREDENTIAL, or ending in KEY): set those in launch.env."
@@ -363,6 +406,7 @@ class ImageSpec:
     labels: dict[str, str] = field(
         default_factory=dict,
         keys_pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        example="{org.opencontainers.image.authors: team}",
         description="Extra image labels.",
     )
 
@@ -372,9 +416,13 @@ class Mount:
     """A host path bind-mounted into every node's container."""
 
     source: str = field(
-        check=_bind_path, description="Host path, absolute, the same on every node."
+        check=_bind_path,
+        example="/shared/data",
+        description="Host path, absolute, the same on every node.",
     )
-    target: str = field(check=_bind_path, description="Path inside the container, absolute.")
+    target: str = field(
+        check=_bind_path, example="/data", description="Path inside the container, absolute."
+    )
     read_only: bool = field(False, description="Mount read-only.")
 
 
@@ -382,14 +430,15 @@ class Mount:
 class Slurm:
     """#SBATCH options for `builder slurm`."""
 
-    partition: str | None = field(None, description="Partition (-p).")
-    account: str | None = field(None, description="Account (-A).")
-    time: str | None = field(None, description="Wall time, e.g. 02:00:00.")
-    gpus_per_node: int | None = field(None, ge=0, description="GPUs per node.")
+    partition: str | None = field(None, example="gpu", description="Partition (-p).")
+    account: str | None = field(None, example="myproject", description="Account (-A).")
+    time: str | None = field(None, example="'02:00:00'", description="Wall time, e.g. 02:00:00.")
+    gpus_per_node: int | None = field(None, ge=0, example="8", description="GPUs per node.")
     cpus_per_task: int | None = field(
         None,
         ge=1,
         le=100000,
+        example="64",
         description=(
             "CPUs of each node's one task, which runs all its ranks and their data loaders. "
             "Required by `builder slurm`: without it many sites give a task one CPU."
@@ -421,12 +470,14 @@ class Slurm:
     mem: str | None = field(
         None,
         pattern=r"0|[1-9][0-9]{0,9}[KMGT]?",
+        example="500G",
         description="Memory per node (#SBATCH --mem), e.g. 500G; '0' is all of each node's.",
     )
     gpus_per_task: int | None = field(
         None,
         ge=1,
         le=64,
+        example="1",
         description=(
             "GPUs bound to each task (#SBATCH --gpus-per-task): times the tasks of a node "
             "it must equal the node's GPUs (gpus_per_node, default slots)."
@@ -434,6 +485,7 @@ class Slurm:
     )
     gpu_bind: str | None = field(
         None,
+        example="closest",
         pattern=r"none|closest|(verbose,)?(closest|none|per_task:[0-9]{1,2}|single:[0-9]{1,2}"
         r"|map_gpu:[0-9*,]{1,256}|mask_gpu:[0-9a-fA-Fx*,]{1,256})",
         description="How tasks are bound to GPUs (#SBATCH --gpu-bind): closest, none, "
@@ -443,6 +495,7 @@ class Slurm:
         None,
         ge=10,
         le=86400,
+        example="300",
         description=(
             "Seconds before the time limit at which the job stops its run and requeues "
             "itself (#SBATCH --requeue, --signal=B:USR1@SECONDS): the ranks get SIGTERM "
@@ -453,6 +506,7 @@ class Slurm:
     )
     extra: tuple[str, ...] = field(
         (),
+        example="['--mail-type=END', '--constraint=a100']",
         description=(
             "Further #SBATCH options, each one option as sbatch reads it: "
             "['--mail-type=END', '--constraint=a100', '--reservation=r1']. Options builder "
@@ -475,10 +529,12 @@ class LaunchSpec:
         min_length=1,
         items_pattern=r"^\S+$",
         check=_node_lists,
+        example="[gpu01, gpu02]",
+        what="a list of host names or Slurm node lists (gpu[01-04])",
         description="Host names or Slurm node lists (gpu[01-04]); order = node rank.",
     )
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
-    master_addr: str | None = field(None, description="Default: the first node.")
+    master_addr: str | None = field(None, example="gpu01", description="Default: the first node.")
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
     restarts: int = field(
         0,
@@ -495,6 +551,7 @@ class LaunchSpec:
         None,
         ge=1,
         le=MAX_HOSTS,
+        example="2",
         description=(
             "Elastic: the run starts, and goes on after losing nodes, with at least this many "
             "of launch.nodes (torchrun --nnodes MIN:MAX). torchrun only."
@@ -504,6 +561,7 @@ class LaunchSpec:
         None,
         ge=10,
         le=86400,
+        example="900",
         description=(
             "Seconds each node waits for the others to join the rendezvous, at the start and "
             "after a restart (torchrun --rdzv-conf join_timeout; torch's default 600). "
@@ -513,6 +571,7 @@ class LaunchSpec:
     socket_ifname: str | None = field(
         None,
         pattern=r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$",
+        example="eth0",
         description=(
             "The nodes' network interface for the collectives' sockets (bootstrap, and "
             "data without RDMA), e.g. eth0 or ib0: sets NCCL_SOCKET_IFNAME, "
@@ -536,6 +595,7 @@ class LaunchSpec:
     code: str | None = field(
         None,
         check=_bind_path,
+        example="/shared/code",
         description=(
             "Host folder with the training code, on shared storage at the same path on every "
             "node: mounted at image.workdir (runtime none: the launcher starts in it); "
@@ -545,6 +605,7 @@ class LaunchSpec:
     cache: str | None = field(
         None,
         check=_bind_path,
+        example="/shared/cache",
         description=(
             "Host folder for caches on shared storage, at the same path on every node: "
             "mounted at that path, with HF_HOME, TORCH_HOME and TRITON_CACHE_DIR set to "
@@ -554,6 +615,7 @@ class LaunchSpec:
     checkpoints: str | None = field(
         None,
         check=_shared_path,
+        example="/shared/checkpoints",
         description=(
             "Host folder for the script's checkpoints, on shared storage at the same path on "
             "every node: mounted at that path, named to every rank in BUILDER_CHECKPOINTS. "
@@ -563,6 +625,7 @@ class LaunchSpec:
     logs: str | None = field(
         None,
         check=_shared_path,
+        example="/shared/logs",
         description=(
             "Host folder for the run's logs, on shared storage at the same path on every "
             "node, mounted at that path: each rank's output and each node's error file "
@@ -574,6 +637,7 @@ class LaunchSpec:
     sif: str | None = field(
         None,
         check=_sif_path,
+        example="/shared/images/train.sif",
         description=(
             "Runtime apptainer/singularity: the SIF on shared storage, at the same path on "
             "every node, built once (`builder sif IMAGE -o PATH`). Unset, each node runs "
@@ -583,23 +647,28 @@ class LaunchSpec:
     squashfs: str | None = field(
         None,
         check=_squashfs_path,
+        example="/shared/images/train.sqsh",
         description=(
             "Runtime pyxis: the image as an enroot squashfs file on shared storage, at the "
             "same path on every node, made once (`builder squashfs IMAGE -o PATH`). Unset, "
             "every node imports the image from its registry (pinned by stack.digest)."
         ),
     )
-    mounts: tuple[Mount, ...] = field((), description="Bind mounts.")
+    mounts: tuple[Mount, ...] = field(
+        (), example="[{source: /shared/data, target: /data}]", description="Bind mounts."
+    )
     env: dict[str, str] = field(
         default_factory=dict,
         keys_pattern=ENV_NAME,
         check=_env_values,
+        example="{NCCL_DEBUG: INFO}",
         description="Run-time environment (NCCL_*, HCCL_*, ...); also goes to .deepspeed_env.",
     )
     secret: tuple[str, ...] = field(
         (),
         items_pattern=ENV_NAME,
         check=_sorted_unique,
+        example="[HF_TOKEN]",
         description=(
             "Names in launch.env whose values are secret: they travel only in the bundle's "
             "0600 secrets.env and secrets.sh, never on a printed command line or in a "
@@ -609,7 +678,9 @@ class LaunchSpec:
         ),
     )
     script: str = field("train.py", min_length=1, description="Training script to launch.")
-    args: tuple[str, ...] = field((), description="Arguments passed to the script.")
+    args: tuple[str, ...] = field(
+        (), example="['--epochs', '3']", description="Arguments passed to the script."
+    )
     settings: dict[str, str] = field(
         default_factory=dict,
         extras=launchers.setting_keys,
@@ -632,7 +703,7 @@ class LaunchSpec:
 class Spec:
     """A whole stack: what to bake and how to launch it."""
 
-    name: str = field(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="Stack name.")
+    name: str = field(pattern=r"^[a-z0-9][a-z0-9._-]*$", example="train", description="Stack name.")
     image: ImageSpec = field(description="What is baked into the image.")
     version: Literal[1] = field(1, description="Spec format version.")
     description: str = field("", description="One line shown by `builder presets`.")

@@ -8,8 +8,9 @@ from typing import Any, Literal
 
 import jsonschema
 import pytest
+import yaml
 
-from builder.model import Invalid, dump, field, json_schema, parse
+from builder.model import Invalid, close_match, dump, field, json_schema, parse, yaml_flow
 
 
 class Color(str, Enum):
@@ -70,11 +71,23 @@ def test_every_problem_with_its_path() -> None:
         (("mode",), "'c' is not one of 'a' or 'b'"),
         (("items", 1), "'not ok' is not a valid value here (pattern ^\\w+$)"),
         (("env", "lower"), "'lower' is not a valid name here"),
-        (("env", "OK"), "a number: write the value in quotes"),
+        (
+            ("env", "OK"),
+            "expected a string, got a number (not shown: it may be a secret); write the "
+            'value in quotes: `OK: "..."` (YAML reads an unquoted 1, 1.0, true or null as '
+            "another type)",
+        ),
         (("inner", "extra"), "unknown key 'extra'; check its spelling (see `builder schema`)"),
         (("inner", "port"), "0 is too small: the minimum is 1"),
-        (("inner", "on"), "expected true or false, got a string 'yes'"),
-        (("inners", 1, "port"), "expected a whole number, got a boolean True"),
+        (
+            ("inner", "on"),
+            "expected true or false, got the string 'yes'; write `on: true` (true or false, "
+            "without quotes)",
+        ),
+        (
+            ("inners", 1, "port"),
+            "expected a whole number, got the boolean true; write e.g. `port: 22`",
+        ),
     ]
 
 
@@ -87,8 +100,16 @@ def test_every_problem_with_its_path() -> None:
             "(unquoted, 3.10 becomes 3.1)",
         ),
         ({"name": "x", "maybe": ""}, "must not be empty"),
-        ({"name": "x", "items": "a"}, "expected a list, got a string"),
-        ({"name": "x", "inner": []}, "expected a mapping of keys, got a list"),
+        (
+            {"name": "x", "items": "a"},
+            "expected a list of strings, got the string 'a'; write it as a list of one "
+            "item: `items: [a]`",
+        ),
+        (
+            {"name": "x", "inner": []},
+            "expected a mapping of keys (port, on), got a list []; write its keys below "
+            "it, e.g. `inner: {port: 22, on: true}`",
+        ),
     ],
 )
 def test_type_messages(data: dict[str, Any], expected: str) -> None:
@@ -98,6 +119,12 @@ def test_type_messages(data: dict[str, Any], expected: str) -> None:
 def test_null_is_allowed_only_where_optional() -> None:
     assert parse(Outer, {"name": "x", "maybe": None}).maybe is None
     assert problems({"name": None}) == [(("name",), "expected a string, got nothing (null)")]
+    assert problems({"name": "x", "inner": {"port": None}}) == [
+        (
+            ("inner", "port"),
+            "expected a whole number, got nothing (null); give a value, e.g. `port: 22`",
+        )
+    ]
 
 
 def test_dump_is_plain_json_data() -> None:
@@ -127,3 +154,77 @@ def test_json_schema_agrees_with_parse() -> None:
             parse(Outer, bad)
     assert schema["required"] == ["name"]
     assert schema["properties"]["inner"] == {"$ref": "#/$defs/Inner"}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # every type mismatch: the value given (shortened), what the field takes, a fix
+        ({"name": "x", "inner": {"port": "2222"}}, "write it without quotes: `port: 2222`"),
+        ({"name": "x", "inner": {"port": 2.5}}, "got the number 2.5; write e.g. `port: 22`"),
+        ({"name": "x", "inner": {"on": 0}}, "got the number 0; write `on: false`"),
+        ({"name": "x", "inner": "x" * 200}, "got the string 'xxxxxxxx"),
+        ({"name": "x", "inners": ["a"]}, "e.g. `- {port: 22, on: true}`"),
+        ({"name": "x", "items": 8.0}, "write it as a list of one item: `items: ['8.0']`"),
+        ({"name": "x", "items": {"a": 1}}, "got a mapping (keys ['a']); write the items"),
+        ({"name": ["x"]}, "expected a string, got a list ['x']"),
+        ({"name": True}, "write the value in quotes (YAML reads an unquoted yes"),
+        ({"name": "x", "items": [3]}, 'YAML read 3 as a number; write it in quotes: - "3"'),
+    ],
+)
+def test_type_mismatches_name_the_value_and_the_fix(data: dict[str, Any], expected: str) -> None:
+    (message,) = [message for _, message in problems(data)]
+    assert expected in message
+    assert len(message) < 400  # a long value is cut, never echoed whole
+
+
+def test_a_mapping_given_as_text_never_shows_the_text() -> None:
+    (message,) = [m for _, m in problems({"name": "x", "env": "TOKEN=hunter2"})]
+    assert "hunter2" not in message
+    assert message == (
+        "expected a mapping of names to strings, got a string (NAME=value); write it as a "
+        'mapping: `env: {TOKEN: "..."}`, one key per name'
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"nmae": "x"}, "unknown key 'nmae'; did you mean 'name'? (see `builder schema`)"),
+        (
+            {"name": "x", "color": "bleu"},
+            "'bleu' is not one of 'red' or 'blue'; did you mean 'blue'?",
+        ),
+        ({"name": "x", "color": "RED"}, "did you mean 'red'?"),
+    ],
+)
+def test_did_you_mean(data: dict[str, Any], expected: str) -> None:
+    assert expected in next(message for _, message in problems(data))
+
+
+def test_close_match_is_cautious() -> None:
+    assert close_match("tpu", ["cpu", "cuda"]) is None  # one letter of three is too far
+    assert close_match("cdua", ["cpu", "cuda"]) == "cuda"
+    assert close_match("zzz", ["cpu", "cuda"]) is None
+    assert close_match(3, ["cpu"]) is None
+    assert close_match("x" * 500, ["x"]) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("gpu01", "gpu01"),
+        ("gpu[01-04]", "'gpu[01-04]'"),
+        ("yes", "'yes'"),
+        ("3.10", "'3.10'"),
+        ("it's", "'it''s'"),
+        (("a", "b:c"), "[a, 'b:c']"),
+        ({"A": "1"}, "{A: '1'}"),
+        (True, "true"),
+        (None, "null"),
+    ],
+)
+def test_yaml_flow_reads_back_as_the_value(value: Any, written: str) -> None:
+    assert yaml_flow(value) == written
+    expected = list(value) if isinstance(value, tuple) else value
+    assert yaml.safe_load(f"k: {written}")["k"] == expected
