@@ -13,8 +13,10 @@ DeepSpeed ops do not suit its devices (``fingerprint.deepspeed_ops``).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from builder.fingerprint import deepspeed_ops
@@ -198,7 +200,8 @@ def _rank_findings(report: dict[str, Any], row: NodeRow, expected: Expected) -> 
                     Finding(
                         row.node,
                         f"rank {rank}: all-reduce of {size_text(point['bytes'])} {GROUPS[group]} "
-                        f"gave {point['min']:g}..{point['max']:g}, expected {total:g}",
+                        f"gave {count_text(point['min'])}..{count_text(point['max'])}, "
+                        f"expected {count_text(total)}",
                     )
                 )
                 break
@@ -484,9 +487,20 @@ def _sweep(first: dict[str, Any], expected: Expected) -> dict[str, list[dict[str
 
 
 def rate(value: float | None) -> str:
+    """A measured rate as people read it: three significant figures, written out in
+    full (2040, 45.2, 0.0123; never 2.04e+03); "-" when it was not measured."""
     if value is None:
         return "-"
-    return f"{value:.3g}"
+    if not math.isfinite(value):
+        return str(value)
+    return format(Decimal(f"{value:.3g}"), "f")
+
+
+def count_text(value: float) -> str:
+    """An exact figure (an all-reduce sum) written out whole: 2098176, not 2.09818e+06."""
+    if math.isfinite(value) and float(value).is_integer():
+        return f"{value:.0f}"
+    return repr(float(value))
 
 
 def size_text(count: float) -> str:

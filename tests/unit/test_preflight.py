@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 import subprocess
 from dataclasses import replace
@@ -23,7 +24,7 @@ from builder.launch.plan import launch_plan
 from builder.payload.preflight import arguments
 from builder.preflight.cluster import MOUNT, ClusterPreflight, check_bundle, preflight_stack
 from builder.preflight.probe import MIN_BUDGET, Settings, expected_of, probe_args
-from builder.preflight.report import MARK, Expected, judge
+from builder.preflight.report import MARK, Expected, count_text, judge, rate
 from builder.preflight.show import table
 from builder.resolved import resolve
 from builder.spec.loader import load_preset
@@ -114,6 +115,60 @@ def test_a_healthy_cluster_passes_and_is_tabled() -> None:
     assert "700 TFLOP/s bfloat16" in text
     assert "IB" in text
     assert json.loads(json.dumps(result.as_data()))["schema"] == 1
+
+
+def test_the_table_writes_figures_out_as_people_read_them() -> None:
+    """An H100 PCIe copies about 2039 GB/s: the table says 2040 GB/s, not 2.04e+03, and
+    every figure in a column has the same unit."""
+    want = expected(nodes=NODES[:2])
+
+    def slow_sweep(report: dict[str, Any]) -> None:
+        report["allreduce"]["world"][0]["busbw"] = 0.0000123
+
+    found = reports(
+        want,
+        node1={
+            "memory": {"gbps": 2039.4},
+            "matmul": {"tflops": 1979.0, "dtype": "float8"},
+            "x": slow_sweep,  # rank 0's sweep is the table's
+        },
+        node2={"memory": {"gbps": 2041.0}, "out_gbps": 45.23},
+    )
+    text = table(judge(output(found), want))
+    assert not re.search(r"\de[+-]?\d", text)
+    rows = {cells[0]: cells for cells in (re.split(r"\s{2,}", line) for line in text.splitlines())}
+    # matmul, memory, link out/in
+    assert rows["node1"][3:6] == ["1980 TFLOP/s float8", "2040 GB/s", "45/45 GB/s"]
+    assert rows["node2"][3:6] == ["700 TFLOP/s bfloat16", "2040 GB/s", "45.2/45 GB/s"]
+    assert rows["4 KiB"] == ["4 KiB", "0.0000123 GB/s", "1.5 GB/s", "1.5 GB/s"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (2039.4, "2040"),
+        (700.0, "700"),
+        (700, "700"),
+        (45.0, "45"),
+        (45.23, "45.2"),
+        (999.6, "1000"),
+        (0.0123, "0.0123"),
+        (1.234e-5, "0.0000123"),
+        (1234567.0, "1230000"),
+        (0.0, "0"),
+        (None, "-"),
+        (float("nan"), "nan"),
+    ],
+)
+def test_a_rate_has_three_significant_figures_written_out(value: float | None, shown: str) -> None:
+    assert rate(value) == shown
+
+
+def test_an_all_reduce_sum_is_written_out_whole() -> None:
+    # 2048 ranks: the sum of rank + 1 over the world, which :g wrote as 2.09818e+06
+    assert count_text(2048 * 2049 / 2) == "2098176"
+    assert count_text(36) == "36"
+    assert count_text(35.5) == "35.5"
 
 
 def test_devices_not_all_visible_are_named() -> None:
