@@ -5,18 +5,26 @@ BIN    := $(VENV)/bin
 PRESETS = $(shell $(BIN)/python -c "from builder.spec.presets import preset_names; print(' '.join(preset_names()))")
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools engine conformance demo test test-unit test-integration lint render bench clean
+.PHONY: help install tools engine conformance demo docs test test-unit test-integration lint render bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
-$(BIN)/builder: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+
+# builder and what it needs to run, nothing more: what make demo waits for
+$(BIN)/builder: pyproject.toml | $(BIN)/python
+	@echo "== installing builder and its dependencies into $(VENV) (make install adds the dev tools)"
+	$(BIN)/pip install --disable-pip-version-check -e .
 	@touch $@
 
-install: $(BIN)/builder ## make .venv and install builder with dev, test and bench extras
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $@ $(BIN)/builder
+
+install: $(VENV)/.dev ## make .venv and install builder with dev, test and bench extras
 
 tools: ## install the real tools the tests use (sshd, ssh, shellcheck)
 	scripts/ensure-tools.sh
@@ -30,7 +38,7 @@ DEEPSPEED = deepspeed==0.19.8
 OPTIMUM_HABANA = optimum==2.0.0 optimum-habana==1.20.0
 WHEELHOUSE ?= $(HOME)/.cache/builder-tests/wheels
 
-$(VENV)/.conformance: $(BIN)/builder Makefile
+$(VENV)/.conformance: $(VENV)/.dev Makefile
 	PYTHON=$(BIN)/python scripts/wheelhouse.sh $(WHEELHOUSE)
 	$(BIN)/pip install --quiet --find-links $(WHEELHOUSE) "$(TORCH_CPU)" setuptools wheel
 	DS_BUILD_OPS=0 $(BIN)/pip install --quiet --no-build-isolation "$(DEEPSPEED)"
@@ -45,11 +53,35 @@ engine: ## a running Docker engine, arm64 emulation, the local test base image a
 	scripts/base-image.sh
 	PYTHON=$(BIN)/python scripts/wheelhouse.sh
 
-demo: install ## render the default preset (cuda-deepspeed) and its launch files into build/demo
+# Needs only builder itself (seconds on a fresh clone), not make install's dev tools.
+# The bundle's warning that launch.socket_ifname is unset is right: node1 and node2
+# are placeholders whose interface no one knows; the last lines say where to set it.
+demo: $(BIN)/builder ## render the default preset (cuda-deepspeed) and its launch files into build/demo
 	$(BIN)/builder render --preset cuda-deepspeed -o build/demo --force
 	$(BIN)/builder bundle --preset cuda-deepspeed -o build/demo/cluster --force
-	@echo "see build/demo: Dockerfile, rootfs/, the two .def files; cluster/: keys, hostfile,"
-	@echo ".deepspeed_env, launch.sh, plan.json and a README saying how to start the run"
+	@echo
+	@echo "build/demo: the Dockerfile, rootfs/ and the two .def files; build/demo/cluster: keys,"
+	@echo "hostfile, .deepspeed_env, launch.sh, plan.json and a README saying how to start the run."
+	@echo "The socket_ifname warning is the demo's: its nodes (node1, node2) are placeholders."
+	@echo
+	@echo "Next, for a real cluster (each command's --help says more):"
+	@echo "  . $(BIN)/activate"
+	@echo "  builder init --preset cuda-deepspeed -o stack.yaml"
+	@echo "      # edit stack.yaml: image.name (your registry), launch.nodes, launch.slots,"
+	@echo "      # launch.socket_ifname (ip -br addr on a node), launch.code, launch.cache"
+	@echo "  builder build stack.yaml"
+	@echo "  builder push stack.yaml              # or, without a registry: builder ship stack.yaml"
+	@echo "  builder bundle stack.yaml -o cluster # then put cluster/ at this same path on every node"
+	@echo "  builder preflight stack.yaml --cluster-dir cluster"
+	@echo "  sh cluster/launch.sh NODE            # on each node, then on the first: sh cluster/launch.sh launch"
+
+# The docs extra: MkDocs and its theme, beside builder (whose CLI and schema the site shows)
+$(VENV)/.docs: pyproject.toml | $(BIN)/builder
+	$(BIN)/pip install --disable-pip-version-check -e '.[docs]'
+	@touch $@
+
+docs: $(VENV)/.docs ## build the documentation site into build/site (warnings are errors)
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 test: install tools engine conformance ## run every test (the integration tests build real images)
 	$(BIN)/pytest --durations=10

@@ -7,6 +7,7 @@ from builder._version import __version__ as __version__
 from builder.cluster.dsenv import deepspeed_env_text as deepspeed_env_text
 from builder.cluster.dsenv import dsenv_for as dsenv_for
 from builder.cluster.dsenv import parse_assignments as parse_assignments
+from builder.cluster.folder import write_cluster_file as write_cluster_file
 from builder.cluster.hostfile import MAX_HOSTFILE_BYTES as MAX_HOSTFILE_BYTES
 from builder.cluster.hostfile import Host as Host
 from builder.cluster.hostfile import choose_hosts as choose_hosts
@@ -61,6 +62,9 @@ from builder.image.pin import write_pin as write_pin
 from builder.image.recipe import Recipe as Recipe
 from builder.image.recipe import image_recipe as image_recipe
 from builder.image.recipe import spec_hash as spec_hash
+from builder.image.reference import InvalidReference as InvalidReference
+from builder.image.reference import Reference as Reference
+from builder.image.reference import parse as parse_reference
 from builder.image.registry import Pushed as Pushed
 from builder.image.render import render_apptainer as render_apptainer
 from builder.image.render import render_dockerfile as render_dockerfile
@@ -74,6 +78,7 @@ from builder.launch.runtimes import names as runtime_names
 from builder.launch.runtimes import runtime as get_runtime
 from builder.launch.sif import APPTAINER_PROGRAMS as APPTAINER_PROGRAMS
 from builder.launch.sif import sif_build_argv as sif_build_argv
+from builder.launch.sif import sif_notes as sif_notes
 from builder.launch.squashfs import squashfs_import_argv as squashfs_import_argv
 from builder.lint import lint_stack as lint_stack
 from builder.lint.sarif import sarif_text as sarif_text
@@ -125,6 +130,7 @@ __all__ = [
     "Fingerprint",
     "Host",
     "InputError",
+    "InvalidReference",
     "Kill",
     "LaunchPlan",
     "NodeImage",
@@ -133,6 +139,7 @@ __all__ = [
     "PreflightSettings",
     "Pushed",
     "Recipe",
+    "Reference",
     "RegistryError",
     "Resolved",
     "Shipment",
@@ -180,6 +187,7 @@ __all__ = [
     "of_lock",
     "of_reference",
     "parse_assignments",
+    "parse_reference",
     "parse_spec",
     "pin_path",
     "plan_warnings",
@@ -209,6 +217,7 @@ __all__ = [
     "sbatch_script",
     "ship_image",
     "sif_build_argv",
+    "sif_notes",
     "spec_from_dict",
     "spec_hash",
     "spec_json_schema",
@@ -217,6 +226,7 @@ __all__ = [
     "why_not_rehearsed",
     "with_image",
     "write_bundle",
+    "write_cluster_file",
     "write_files",
     "write_pin",
 ]

@@ -12,7 +12,7 @@ the node, the image or the field without parsing the message::
     BuilderError                    exit code  context
     ├── InputError                             what the user gave
     │   ├── SpecError                   1      .source, .problems (.path, .value, .line)
-    │   ├── UsageError                  2      .field, .value, .path
+    │   ├── UsageError                  2      .field, .value, .path (InvalidReference: .reason)
     │   └── OutputExists                3      .path, .paths
     ├── LintError                       4      .tool, .path, .paths, .findings
     ├── ToolMissing                     5      .tool

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from typer._click.types import FloatRange
-from typer._types import TyperChoice
 
 from builder import (
     RENDER_FORMATS,
@@ -21,6 +19,7 @@ from builder import (
     launcher_names,
     load_inputs,
     load_stack,
+    parse_reference,
     parse_spec,
     pin_path,
     preset_names,
@@ -31,12 +30,10 @@ from builder import (
 from builder.errors import UsageError, shown
 from builder.spec.loader import MAX_SPEC_BYTES
 from builder.spec.loader import decoded as decode_spec
-from builder.spec.records import ENV_NAME, IMAGE_REF
+from builder.spec.records import ENV_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-
-    from typer._click import Context, Parameter
 
     from builder.engine.base import Engine
     from builder.engine.progress import Mode
@@ -44,23 +41,40 @@ if TYPE_CHECKING:
     from builder.image.inputs import BuildInputs
     from builder.resolved import Resolved
 
-MAX_REFERENCE = 512
 DASH = Path("-")
 """A spec given as - is read from stdin; -o - writes a single-file output to stdout."""
 STDIN_SOURCE = "<stdin>"
 
 
-class Choice(TyperChoice[str]):
-    """A fixed set of values: shown in --help as [a|b|c], offered by shell completion, and
-    refused (exit 2, naming the option) with our wording and, where given, why."""
+class Choice:
+    """A fixed set of values, given to an option as ``typer.Option(..., **Choice(v).option)``:
+    shown in --help as [a|b|c], offered by shell completion, and refused (exit 2, naming
+    the option) with our wording and, where given, why.
+
+    Built from typer's public parser, metavar and autocompletion, which every typer of
+    the supported range takes (click_type, and the click types, left typer in 0.29)."""
 
     def __init__(self, values: Iterable[str], why: Callable[[str], str] | None = None) -> None:
-        super().__init__(values)
+        self.choices = tuple(values)
         self.why = why
 
-    def get_invalid_choice_message(self, value: Any, ctx: Context | None) -> str:  # noqa: ARG002
+    @property
+    def option(self) -> dict[str, Any]:
+        """The keywords of typer.Option that make it this choice."""
+        return {
+            "parser": self.parse,
+            "metavar": f"[{'|'.join(self.choices)}]",
+            "autocompletion": self.complete,
+        }
+
+    def parse(self, value: str) -> str:
+        if value in self.choices:
+            return value
         reason = self.why(value) if self.why is not None else ""
-        return f"{shown(value)}: choose one of {', '.join(self.choices)}{reason}"
+        raise typer.BadParameter(f"{shown(value)}: choose one of {', '.join(self.choices)}{reason}")
+
+    def complete(self, incomplete: str) -> list[str]:
+        return [value for value in self.choices if value.startswith(incomplete)]
 
 
 def _complete_preset(incomplete: str) -> list[str]:
@@ -86,7 +100,7 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        click_type=Choice(RENDER_FORMATS),
+        **Choice(RENDER_FORMATS).option,
         help="Which files (default: all with -o, docker without).",
         show_default=False,
     ),
@@ -142,14 +156,14 @@ RuntimeOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
         "--runtime",
-        click_type=Choice(runtime_names()),
+        **Choice(runtime_names()).option,
         help="Container runtime (default: the spec's).",
     ),
 ]
 LauncherOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
-        "--launcher", click_type=Choice(launcher_names()), help="Launcher (default: the spec's)."
+        "--launcher", **Choice(launcher_names()).option, help="Launcher (default: the spec's)."
     ),
 ]
 OutputFileOpt = Annotated[
@@ -252,24 +266,36 @@ def _said(option: str, value: Path) -> str:
     return f"{option} {shown(text, quote=not text.isprintable())}"
 
 
-class Bounded(FloatRange):
-    """A number option within a range, shown in --help ([3<=x<=86400]): a value outside
-    it, inf or nan (which a range alone lets through) is refused with exit 2, naming the
-    option, before anything is asked or run."""
+class Bounded:
+    """A number option within a range, given as ``typer.Option(..., **Bounded(3, 60).option)``
+    and shown in --help as [3<=x<=60]: a value outside it, inf or nan is refused with exit
+    2, naming the option, before anything is asked or run."""
 
     def __init__(
         self, low: float, high: float, *, low_open: bool = False, high_open: bool = False
     ) -> None:
-        super().__init__(min=low, max=high, min_open=low_open, max_open=high_open)
+        self.low, self.high = low, high
+        self.low_open, self.high_open = low_open, high_open
 
-    def convert(self, value: Any, param: Parameter | None, ctx: Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(
-                f"{shown(value)} is not a number in the range {self._describe_range()}.",
-                param,
-                ctx,
-            )
+    @property
+    def option(self) -> dict[str, Any]:
+        """The keywords of typer.Option that make it this range."""
+        return {"parser": self.parse, "metavar": f"[{self.describe()}]"}
+
+    def describe(self) -> str:
+        low, high = ("<" if self.low_open else "<="), ("<" if self.high_open else "<=")
+        return f"{self.low:g}{low}x{high}{self.high:g}"
+
+    def parse(self, value: str | float) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        inside = (self.low < number if self.low_open else self.low <= number) and (
+            number < self.high if self.high_open else number <= self.high
+        )
+        if not inside:  # nan compares false: refused with the rest
+            raise typer.BadParameter(f"{shown(value)}: give a number in {self.describe()}")
         return number
 
 
@@ -277,7 +303,7 @@ ProgressOpt = Annotated[
     str,
     typer.Option(
         "--progress",
-        click_type=Choice(PROGRESS),
+        **Choice(PROGRESS).option,
         help="auto, tty (live view), plain (CI logs) or quiet.",
     ),
 ]
@@ -389,11 +415,8 @@ def key_values(items: list[str], option: str) -> dict[str, str]:
 
 def image_option(value: str | None, option: str = "--image") -> str | None:
     """An image reference given on the command line, checked before any engine is asked."""
-    if value is not None and (len(value) > MAX_REFERENCE or not re.fullmatch(IMAGE_REF, value)):
-        raise UsageError(
-            f"{option} {shown(value)}: not an image reference (name[:tag], letters, digits "
-            "and ._/:@+- only)"
-        )
+    if value is not None:
+        parse_reference(value, field=option)
     return value
 
 
