@@ -1,5 +1,6 @@
 """The public Python API (``import builder``): every name resolves, lazily, type
-checkers see the same names as the run time, and the README's example runs as written.
+checkers see the same names as the run time, and the example of
+docs/reference/python-api.md runs as written.
 
     python tests/unit/test_api.py
 
@@ -20,7 +21,8 @@ import pytest
 import builder
 from builder.errors import SpecError
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "python-api.md"
+API_DOC = API_PAGE.read_text()
 STUB = Path(builder.__file__).with_suffix(".pyi")
 REGENERATE = "python tests/unit/test_api.py"
 
@@ -98,18 +100,17 @@ def test_a_spec_from_a_dict_is_checked_as_a_file_is() -> None:
 
 
 def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (example,) = re.findall(r"```python\n(.*?)```", README.split("### Python API", 1)[1], re.S)[:1]
+    (example,) = re.findall(r"```python\n(.*?)```", API_DOC, re.S)[:1]
     monkeypatch.chdir(tmp_path)
-    exec(compile(example, "README example", "exec"), {})
+    exec(compile(example, str(API_PAGE), "exec"), {})
     assert (tmp_path / "cluster" / "launch.sh").is_file()
 
 
 def test_every_public_name_is_in_the_readme() -> None:
-    section = README.split("### Python API", 1)[1].split("\n## ", 1)[0]
     missing = [
-        name for name in builder.__all__ if name != "__version__" and f"`{name}" not in section
+        name for name in builder.__all__ if name != "__version__" and f"`{name}" not in API_DOC
     ]
-    assert not missing, f"README's Python API does not list {missing}"
+    assert not missing, f"docs/reference/python-api.md does not list {missing}"
 
 
 def test_no_public_name_is_shadowed_by_a_subpackage() -> None:

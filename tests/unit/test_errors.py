@@ -91,7 +91,7 @@ DOCUMENTED = {
     "WrongArchitecture": 21,
     "Interrupted": 130,
 }
-"""The exit codes as the README documents them: the tree changed shape, not these."""
+"""The exit codes as docs/troubleshooting.md documents them: the tree changed shape, not these."""
 
 
 # the tree -----------------------------------------------------------------------------
