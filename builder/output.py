@@ -212,9 +212,16 @@ def _same(path: Path, f: OutputFile) -> bool:
 
 
 def resolved_path(path: Path) -> Path:
-    """path with its symlinks followed; a loop on the way is a UsageError naming it."""
+    """path with its symlinks followed; a loop on the way is a UsageError naming it.
+
+    Strict first: from Python 3.13 a loop no longer makes the lenient resolve() fail, so
+    only the strict one sees it; a part that does not exist yet (the folder to make) ends
+    the strict walk, and the lenient resolve() then follows what exists."""
     try:
-        return path.resolve()
+        try:
+            return path.resolve(strict=True)
+        except FileNotFoundError:
+            return path.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
         loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
         why = "a symlink on the way leads back to itself" if loop else str(exc)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -181,3 +182,80 @@ def test_the_engine_free_commands_run_as_written(path: Path, tmp_path: Path) -> 
     env = environment()
     for block in steps(path, {"run"}):
         run_block(block, tmp_path, env)
+
+
+# every page: the builder commands it shows exist as written ----------------------------
+
+ALL_PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+GLOBAL_OPTIONS = {"--debug", "--version", "--install-completion", "--show-completion"}
+HELP = {"-h", "--help"}
+
+
+def builder_invocations(block: Block) -> list[list[str]]:
+    """The words after `builder` of each builder command in the block (pipelines and
+    `&&` lists split; comments dropped)."""
+    found: list[list[str]] = []
+    for command in block.commands:
+        for line in command.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            segment: list[str] = []
+            for word in [*words, "|"]:
+                if word in {"|", "||", "&&", ";"}:
+                    if segment and Path(segment[0]).name == "builder":
+                        found.append(segment[1:])
+                    elif segment[:3] in (["python", "-m", "builder"], ["python3", "-m", "builder"]):
+                        found.append(segment[3:])
+                    segment = []
+                else:
+                    segment.append(word)
+    return found
+
+
+def option_problems(words: list[str]) -> list[str]:
+    """What click would refuse in `builder WORDS` before running it: an unknown command
+    or an option the command does not take."""
+    import typer.main
+
+    from builder.cli.app import app
+
+    group = typer.main.get_command(app)
+    context = group.make_context("builder", [], resilient_parsing=True)
+    while words and words[0] in GLOBAL_OPTIONS | HELP:
+        words = words[1:]
+    if not words:
+        return []
+    name, *rest = words
+    command = group.get_command(context, name)  # type: ignore[attr-defined]
+    if command is None:
+        return [f"no command {name!r}"]
+    taken = {opt for param in command.params for opt in [*param.opts, *param.secondary_opts]}
+    problems = []
+    for word in rest:
+        if word == "--":
+            break
+        option = word.split("=", 1)[0]
+        if option.startswith("-") and option != "-" and option not in taken | HELP | {"--debug"}:
+            problems.append(f"builder {name} takes no {option}")
+    return problems
+
+
+@pytest.mark.parametrize("path", ALL_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_builder_command_shown_names_real_commands_and_options(path: Path) -> None:
+    """Pages other than the run ones show commands for a real cluster, which cannot run
+    here: their command names and options are checked against the CLI instead."""
+    problems = [
+        f"{block}: {problem}"
+        for block in blocks(path)
+        if block.file is None
+        for words in builder_invocations(block)
+        for problem in option_problems(words)
+    ]
+    assert problems == []
+
+
+def test_the_option_check_finds_a_wrong_option() -> None:
+    block = Block("page", 1, "run", "", "sh", "builder bundle stack.yaml --nodes a,b\n")
+    (words,) = builder_invocations(block)
+    assert option_problems(words) == ["builder bundle takes no --nodes"]
+    assert option_problems(["rendr"]) == ["no command 'rendr'"]
+    assert option_problems(["--debug", "render", "--preset", "x", "-o", "-"]) == []
