@@ -14,7 +14,7 @@
 # - /run/sshd (made by Debian's service start, which the suite's installs block);
 # - the CPU torch wheelhouse, pip's cache, builder's template cache, pytest's folders;
 # - the debootstrap work folders and the engine's and base image's locks and logs;
-# - the clones (and their venvs) of earlier --run proofs.
+# - the clones (and their venvs) of earlier --run proofs, and scripts/typer-bounds.sh's venvs.
 # With --packages it also purges the Debian packages .ci/run installs (docker.io, sshd,
 # pdsh, OpenMPI, Slurm's client, the registry, debootstrap, qemu-user-static and
 # binfmt-support, whose arm64 entry is taken out of binfmt_misc), as a new machine has none.
@@ -72,6 +72,7 @@ rm -rf "${HOME:?}/.cache/builder-tests" "$HOME/.cache/pip" "$HOME/.cache/builder
 rm -rf /var/tmp/builder-rootfs.* /var/lock/builder-*.lock /var/log/builder-dockerd.log
 rm -rf "$repo/.venv" "$repo/.mypy_cache" "$repo/.ruff_cache" "$repo/.pytest_cache"
 rm -rf /tmp/builder-prebuild-* /var/tmp/builder-fresh.*  # earlier proofs' clones and venvs
+rm -rf "${TMPDIR:-/tmp}/builder-typer-bounds"  # scripts/typer-bounds.sh's venvs
 say "caches, venv, wheelhouse and /run/sshd removed"
 
 if [ "$packages" = 1 ]; then
