@@ -13,8 +13,6 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any
 
-from mkdocs.structure.files import File
-
 if TYPE_CHECKING:
     from mkdocs.config.defaults import MkDocsConfig
     from mkdocs.structure.files import Files
@@ -43,22 +41,15 @@ def _first_paragraph(doc: str | None) -> str:
 # the command line ----------------------------------------------------------------------
 
 
-def _param_row(param: Any) -> str:
-    names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
-    choices = getattr(param.type, "choices", None)
-    kind = "one of " + ", ".join(f"`{c}`" for c in choices) if choices else ""
-    if not kind and not getattr(param, "is_flag", False):
-        kind = getattr(param.type, "name", "").upper()
-    default = param.default
-    shown = (
-        f"`{default}`"
-        if default not in (None, False, (), []) and not callable(default)
-        else ("required" if param.required else "")
-    )
-    return f"| {names} | {_cell(kind)} | {_cell(shown)} | {_cell(param.help or '')} |"
+def _param_row(param: Any, ctx: Any) -> str:
+    """The row --help shows for param (its names, what it takes, its help with default),
+    as the typer at hand writes it: get_help_record is the one reading of a parameter
+    every typer in the range allowed shares."""
+    names, meaning = param.get_help_record(ctx)
+    return f"| `{names}` | {_cell(meaning)} |"
 
 
-def _command_section(name: str, command: Any) -> list[str]:
+def _command_section(name: str, command: Any, parent: Any) -> list[str]:
     arguments = [p for p in command.params if p.param_type_name == "argument"]
     usage = " ".join(["builder", name, "[OPTIONS]", *(p.name.upper() for p in arguments)]).replace(
         "builder  ", "builder "
@@ -67,8 +58,9 @@ def _command_section(name: str, command: Any) -> list[str]:
     lines += ["```text", usage, "```", ""]
     params = [p for p in command.params if not getattr(p, "hidden", False)]
     if params:
-        lines += ["| argument or option | takes | default | meaning |", "|---|---|---|---|"]
-        lines += [_param_row(p) for p in params]
+        ctx = command.context_class(command, info_name=name, parent=parent)
+        lines += ["| argument or option | meaning |", "|---|---|"]
+        lines += [_param_row(p, ctx) for p in params]
         lines.append("")
     return lines
 
@@ -103,7 +95,7 @@ def cli_page() -> str:
         lines.append(f"| [`{name}`](#builder-{name}) | {_cell(summary)} |")
     lines.append("")
     for name in names:
-        lines += _command_section(name, group.get_command(ctx, name))
+        lines += _command_section(name, group.get_command(ctx, name), ctx)
     return "\n".join(lines)
 
 
@@ -259,6 +251,8 @@ def api_page() -> str:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    from mkdocs.structure.files import File  # only a build needs MkDocs; the pages do not
+
     for path, maker in GENERATED.items():
         content = globals()[maker]()
         files.append(File.generated(config, path, content=content))

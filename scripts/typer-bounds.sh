@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=${TYPER_BOUNDS_DIR:-${TMPDIR:-/tmp}/builder-typer-bounds}
-TESTS=(tests/unit/test_cli.py tests/unit/test_cli_errors.py tests/unit/test_json_envelope.py)
+TESTS=(tests/unit/test_cli.py tests/unit/test_cli_errors.py tests/unit/test_json_envelope.py tests/unit/test_docs_hooks.py)
 cd "$ROOT"
 
 # typer's requirement, and builder's other dependencies, as pyproject.toml states them
