@@ -34,6 +34,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,13 @@ PRESET = "cuda-deepspeed"
 WARMUP_RUNS = 2
 TARGET_RATIO = 1.5
 HELP_TARGET_MS = 200.0
+KUBERNETES_TARGET_MS = 500.0
+KUBERNETES_SPEC = """\
+name: big
+image: {accelerator: cpu, torch: '2.11.0', deepspeed: '0.18.0', fabric: infiniband}
+launch: {launcher: deepspeed, nodes: ['gpu[001-064]'], slots: 8, code: /shared/code}
+"""
+"""A 64-node DeepSpeed run (the MPI TrainJob, the largest manifests) for `builder kubernetes`."""
 HEAVY_MODULES = ("docker", "jinja2", "pydantic", "yaml", "rich", "dockerfile")
 IGNORED_LABELS = ("io.github.builder.spec-hash", "io.github.builder.system-stage")
 """Labels whose values differ by construction (each tool hashes its own inputs)."""
@@ -251,6 +259,11 @@ def _positive(value: str) -> int:
 
 def measure(runs: int) -> None:
     """Check the two Dockerfiles agree, time the commands, print the figures."""
+    with tempfile.TemporaryDirectory(prefix="builder-bench-") as tmp:
+        _measure(runs, Path(tmp))
+
+
+def _measure(runs: int, tmp: Path) -> None:
     builder, hpccm = venv_tool("builder"), venv_tool("hpccm")
     render = Command(
         f"builder render --preset {PRESET}", (str(builder), "render", "--preset", PRESET)
@@ -278,10 +291,18 @@ def measure(runs: int) -> None:
         dockerfile=False,
     )
 
+    spec = tmp / "big.yaml"
+    spec.write_text(KUBERNETES_SPEC)
+    kubernetes = Command(
+        "builder kubernetes (64 nodes)",
+        (str(builder), "kubernetes", str(spec), "-o", str(tmp / "k8s.yaml"), "--force"),
+        dockerfile=False,
+    )
+
     differences = fact_differences(
         dockerfile_facts(run_command(render)[1]), dockerfile_facts(run_command(twin)[1])
     )
-    timings = time_commands([render, twin, help_, floor, tab], runs)
+    timings = time_commands([render, twin, help_, floor, tab, kubernetes], runs)
     imports = help_imports(builder)
     heavy = heavy_imports(imports)
     # depth 1: what the entry module (builder.cli) itself pulls in
@@ -320,6 +341,12 @@ def measure(runs: int) -> None:
     tab_ms = timings[4].median
     verdict = "OK" if tab_ms < HELP_TARGET_MS else "MISSED"
     print(f"a tab press (median): {tab_ms:.0f} ms (target < {HELP_TARGET_MS:.0f}): {verdict}")
+    k8s_ms = timings[5].median
+    verdict = "OK" if k8s_ms < KUBERNETES_TARGET_MS else "MISSED"
+    print(
+        f"builder kubernetes, 64 nodes (median): {k8s_ms:.0f} ms "
+        f"(target < {KUBERNETES_TARGET_MS:.0f}): {verdict}"
+    )
 
 
 def typer_version() -> str:

@@ -102,6 +102,12 @@ from builder.rehearse.run import rehearse as rehearse_stack
 from builder.rehearse.run import why_not_rehearsed as why_not_rehearsed
 from builder.resolved import Resolved as Resolved
 from builder.resolved import resolve as resolve
+from builder.schedulers.kubernetes import kubernetes_manifests as kubernetes_manifests
+from builder.schedulers.kubernetes import kubernetes_secrets as kubernetes_secrets
+from builder.schedulers.kubernetes import kubernetes_text as kubernetes_text
+from builder.schedulers.kubernetes import manifests_yaml as manifests_yaml
+from builder.schedulers.kubernetes import secrets_path as secrets_path
+from builder.schedulers.kubernetes import write_kubernetes as write_kubernetes
 from builder.schedulers.slurm import sbatch_script as sbatch_script
 from builder.schedulers.ssh import write_bundle as write_bundle
 from builder.spec.loader import Stack as Stack
@@ -170,6 +176,9 @@ __all__ = [
     "inspect_image",
     "is_lock_reference",
     "kill_of",
+    "kubernetes_manifests",
+    "kubernetes_secrets",
+    "kubernetes_text",
     "launch_plan",
     "launcher_names",
     "lint_stack",
@@ -179,6 +188,7 @@ __all__ = [
     "load_stack",
     "lock_path",
     "make_keys",
+    "manifests_yaml",
     "network_warnings",
     "of_container",
     "of_containers",
@@ -215,6 +225,7 @@ __all__ = [
     "runtime_names",
     "sarif_text",
     "sbatch_script",
+    "secrets_path",
     "ship_image",
     "sif_build_argv",
     "sif_notes",
@@ -228,6 +239,7 @@ __all__ = [
     "write_bundle",
     "write_cluster_file",
     "write_files",
+    "write_kubernetes",
     "write_pin",
 ]
 

@@ -89,6 +89,10 @@ RDMA_DOCKER_FLAGS = (
 )
 """The verbs devices, and locking (registering) any amount of memory for RDMA."""
 
+RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+"""The resource name of the k8s-rdma-shared-dev-plugin's (and NVIDIA Network Operator's)
+example config; a site names its own (launch.kubernetes.rdma_resource)."""
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -101,6 +105,9 @@ class Fabric:
     net: str | None = None
     """The transport a library's net variable names on it (NCCL_NET=IB): no silent sockets."""
     needs_memlock: bool = False
+    kubernetes_resource: str | None = None
+    """The device plugin's resource a pod asks for to reach it (launch.kubernetes.rdma_resource
+    overrides: the RDMA shared device plugin's names are each site's own)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,7 @@ FABRICS: dict[str, Fabric] = {
             RDMA_DOCKER_FLAGS,
             net="IB",
             needs_memlock=True,
+            kubernetes_resource=RDMA_RESOURCE,
         ),
         Fabric(
             "roce",
@@ -139,10 +147,16 @@ FABRICS: dict[str, Fabric] = {
             RDMA_DOCKER_FLAGS,
             net="IB",  # NCCL's IB transport drives RoCE NICs too
             needs_memlock=True,
+            kubernetes_resource=RDMA_RESOURCE,
         ),
         # CUDA (NCCL) on P4/P5 instances, first-gen Gaudi (HCCL) on DL1: each library
         # brings its own EFA userspace and flags
-        Fabric("efa", "AWS Elastic Fabric Adapter", needs_memlock=True),
+        Fabric(
+            "efa",
+            "AWS Elastic Fabric Adapter",
+            needs_memlock=True,
+            kubernetes_resource="vpc.amazonaws.com/efa",  # AWS's EFA device plugin
+        ),
     )
 }
 NAMES = tuple(FABRICS)

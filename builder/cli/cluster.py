@@ -1,5 +1,5 @@
-"""Commands about running on a cluster: keys, hostfile, dsenv, launch, bundle, slurm, sif,
-squashfs."""
+"""Commands about running on a cluster: keys, hostfile, dsenv, launch, bundle, slurm,
+kubernetes, sif, squashfs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from builder import (
     connect,
     dsenv_for,
     hostfile_text,
+    kubernetes_text,
     launch_plan,
     launcher_names,
     make_keys,
@@ -27,6 +28,7 @@ from builder import (
     squashfs_import_argv,
     write_bundle,
     write_cluster_file,
+    write_kubernetes,
 )
 from builder.cli.app import app
 from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
@@ -51,6 +53,8 @@ from builder.errors import UsageError
 
 SLURM = "slurm"
 """The scheduler `builder slurm` writes for."""
+KUBERNETES = "kubernetes"
+"""The scheduler `builder kubernetes` writes for."""
 CLUSTER_DIR = "--cluster-dir"
 """The cluster folder's option (keys and bundle also take it as -o)."""
 
@@ -256,6 +260,43 @@ def slurm(
         resolved, image=plan_image(resolved, image, spec), cluster_dir=str(cluster_dir.resolve())
     )
     written = write_output(text, output, force=force)
+    warn(resolved)
+    set_result(files_result(written))
+
+
+@app.command()
+def kubernetes(
+    spec: SpecArg = None,
+    preset: PresetOpt = None,
+    image: ImageOpt = None,
+    job: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--job",
+            **Choice(("trainjob", "pytorchjob")).option,
+            help="trainjob (Kubeflow Trainer v2) or pytorchjob (default: launch.kubernetes.job).",
+        ),
+    ] = None,
+    output: OutputFileOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the run's Kubernetes manifests: a Kubeflow Trainer TrainJob with its
+    TrainingRuntime (torch for torchrun, MPI over the image's sshd for deepspeed and
+    mpirun) or a PyTorchJob, with its claims and /dev/shm. Secrets (launch.env's secret
+    values, the cluster host key) go in FILE's 0600 neighbour NAME.secrets.yaml, never in
+    the manifests: `kubectl apply -f NAME.secrets.yaml -f FILE`."""
+    refuse_stdout(as_json, output)
+    stack = stack_of(spec, preset)
+    resolved = resolved_of(stack, scheduler=KUBERNETES)
+    reference = plan_image(resolved, image, spec)
+    if output is None or str(output) == "-":
+        text = kubernetes_text(resolved, image=reference, job=job)
+        written = print_or_write(text, output, force=force)
+    else:
+        written = write_kubernetes(resolved, output, image=reference, job=job, force=force)
+        for path in written:
+            typer.echo(f"wrote {path}", err=True)
     warn(resolved)
     set_result(files_result(written))
 

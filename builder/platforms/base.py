@@ -131,6 +131,11 @@ class Platform:
     """The CPU architectures (image.platforms) its base images and torch wheels exist for."""
     architectures_why: ClassVar[str] = ""
     """Why an architecture it lacks is lacking (its vendor's releases), for the message."""
+    kubernetes_resource: ClassVar[str | None] = None
+    """The extended resource its vendor's Kubernetes device plugin advertises one device
+    under (a pod asks for one per slot); None: no devices to ask for."""
+    kubernetes_capabilities: ClassVar[tuple[str, ...]] = ()
+    """Capabilities a pod's container adds for it (what its docker flags --cap-add)."""
 
     @property
     def socket_variables(self) -> tuple[str, ...]:

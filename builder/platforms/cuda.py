@@ -132,6 +132,7 @@ class Cuda(WheelIndexedGpu):
     """NVIDIA GPUs."""
 
     name = "cuda"
+    kubernetes_resource = "nvidia.com/gpu"  # NVIDIA's k8s-device-plugin
     device_variables = ("CUDA_VISIBLE_DEVICES",)  # Slurm's gpu/nvml
     version_keys = (
         Extra("cuda", "CUDA toolkit version (cuda only), e.g. 13.2.1.", VERSION_PATTERN),

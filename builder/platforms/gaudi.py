@@ -80,6 +80,8 @@ class Gaudi(Platform):
     """Intel Gaudi accelerators (HPUs)."""
 
     name = "gaudi"
+    kubernetes_resource = "habana.ai/gaudi"  # Intel Gaudi's habanalabs-device-plugin
+    kubernetes_capabilities = ("SYS_NICE",)  # as its docker flags --cap-add sys_nice
     # Habana's Slurm fork (gpu/hlml) sets HABANA_VISIBLE_DEVICES; Habana's runtime selects
     # modules by HABANA_VISIBLE_MODULES, which a site's prolog may set
     device_variables = ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES")

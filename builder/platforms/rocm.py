@@ -106,6 +106,7 @@ class Rocm(WheelIndexedGpu):
     """AMD Instinct and Radeon GPUs."""
 
     name = "rocm"
+    kubernetes_resource = "amd.com/gpu"  # AMD's k8s-device-plugin (ROCm/k8s-device-plugin)
     # Slurm's gpu/rsmi sets ROCR_VISIBLE_DEVICES; a site or user may narrow with HIP's
     device_variables = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     version_keys = (

@@ -635,6 +635,53 @@ case(
     dirs={"d": 0o755},
 )
 
+# --- kubernetes ------------------------------------------------------------------------
+case(
+    "kubernetes-job-bogus",
+    "kubernetes --preset cpu-deepspeed --job mpijob -o k.yaml",
+    USAGE,
+    "--job",
+)
+case(
+    "kubernetes-pytorchjob-deepspeed",
+    "kubernetes --preset cpu-deepspeed --job pytorchjob -o k.yaml",
+    SPEC,
+    "--job",
+)
+case("kubernetes-secrets-to-stdout", "kubernetes --preset cpu-deepspeed", USAGE, "-o FILE")
+case(
+    "kubernetes-namespace-not-a-label",
+    "kubernetes stack.yaml -o k.yaml",
+    SPEC,
+    "launch.kubernetes.namespace",
+    files={"stack.yaml": spec(launch="kubernetes:\n  namespace: 'Team_A\\n'")},
+)
+case(
+    "kubernetes-resource-not-qualified",
+    "kubernetes stack.yaml -o k.yaml",
+    SPEC,
+    "launch.kubernetes.rdma_resource",
+    files={"stack.yaml": spec(launch="kubernetes:\n  rdma_resource: 'rdma/a b;x'")},
+)
+case(
+    "kubernetes-secret-in-args",
+    "kubernetes stack.yaml -o k.yaml",
+    SPEC,
+    "launch.env.HF_TOKEN",
+    files={
+        "stack.yaml": spec(
+            launch="launcher: torchrun\nenv: {HF_TOKEN: hf_abcdefgh}\nargs: [--t, hf_abcdefgh]"
+        )
+    },
+)
+case(
+    "kubernetes-other-content",
+    "kubernetes --preset cpu-deepspeed -o k.yaml",
+    EXISTS,
+    "--force",
+    files={"k.yaml": "mine\n"},
+)
+
 # --- launch, bundle, slurm, sif, keys ------------------------------------------------------
 for name in ("launch", "bundle", "slurm"):
     case(

@@ -1,0 +1,765 @@
+"""The Kubernetes scheduler, `builder kubernetes`: the run as a Kubeflow Trainer v2
+TrainJob (with the TrainingRuntime it needs) or a Training Operator PyTorchJob.
+
+The launcher's argv and environment are the plan's (``launch.plan.prepare``) for a
+container of the image, as docker's runtime plans it: the cluster folder at
+/etc/builder/cluster, the code at image.workdir, the cache (and checkpoints, logs,
+mounts) at their own paths, the run's variables (NCCL_*, the fabric's, the cache's)
+in the container's environment. A pod's container is that container: nothing here
+knows a launcher's flags.
+
+Read from kubeflow/trainer v2.3.0 (658725bdae5c7e3a0854d93ac6ff492e109a22ab; the MPI
+plugin is unchanged at 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3 but for two lines):
+pkg/runtime/framework/plugins/mpi/mpi.go, pkg/runtime/framework/plugins/jobset,
+pkg/constants/constants.go, manifests/base/runtimes/deepspeed_distributed.yaml and
+pkg/apis/trainer/v1alpha1.
+
+- torchrun: mlPolicy torch, one replicated job ``node``; every pod runs the same
+  torchrun (c10d rendezvous at the first pod, ``NAME-node-0-0.NAME``, the JobSet's
+  pod hostname and subdomain).
+- deepspeed, gaudi_spawn, mpirun: mlPolicy mpi (OpenMPI, runLauncherAsNode, as the
+  Trainer's deepspeed-distributed runtime): ``node`` pods run the image's sshd on
+  image.ssh.port (readiness: that port), the ``launcher`` pod, once they are ready,
+  starts its own sshd (BUILDER_SSHD=1) and the launcher with builder's hostfile and
+  .deepspeed_env. The MPI plugin makes a login key per TrainJob, the Secret
+  ``NAME-mpi-ssh-auth`` (ssh-privatekey, ssh-publickey), and mounts it at
+  sshAuthMountPath; it makes no host key. Mounted over ~/.ssh its files are root's
+  in a world-writable folder, which sshd's StrictModes refuses; so sshAuthMountPath is
+  a folder builder does not read, and the same Secret is projected into the cluster
+  folder as id_ed25519, id_ed25519.pub and authorized_keys, next to builder's hostfile,
+  .deepspeed_env and node_ssh_config (a ConfigMap) and the cluster host key and
+  ssh_known_hosts (builder's Secret ``NAME-ssh-host``): the image's entrypoint installs
+  them as it does a bundle's, so every node's sshd shows the pinned host key.
+- pytorchjob: Master and Worker replicas, container ``pytorch``, the same torchrun
+  with its rendezvous at ``NAME-master-0`` (the operator's service). No elasticPolicy:
+  torchrun's own --nnodes MIN:MAX and --max-restarts (from the plan) say it.
+
+Secret launch.env values (``launch.secrets``) are in no manifest: a Secret
+``NAME-env`` in the separate 0600 secrets file, read with envFrom; a secret value
+found in the manifests anyway (in launch.args, say) is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.cluster.dsenv import dsenv_for
+from builder.cluster.folder import write_cluster_files
+from builder.cluster.hostfile import Host, hostfile_text, hosts_from_nodes
+from builder.cluster.keys import (
+    AUTHORIZED,
+    HOST_PRIVATE,
+    KNOWN_HOSTS,
+    NODE_SSH_CONFIG,
+    PRIVATE,
+    PUBLIC,
+    host_key_files,
+    known_hosts_text,
+    node_ssh_config,
+)
+from builder.contract import CLUSTER_DIR, DSENV, HOSTFILE
+from builder.errors import Problem, SpecError, UsageError
+from builder.launch.plan import Placement, check_pair, prepare
+from builder.launch.runtimes import docker
+from builder.launch.secrets import SECRET_MODE, secret_env
+from builder.output import OutputFile
+from builder.schedulers.base import Scheduler
+from builder.spec.records import DNS_LABEL, KUBERNETES_JOBS
+
+if TYPE_CHECKING:
+    from builder.resolved import Resolved
+    from builder.spec.records import LaunchSpec
+
+Manifest = dict[str, Any]
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINING_API = "kubeflow.org/v1"
+FRAMEWORK = f"{TRAINER_GROUP}/framework"
+TRAINJOB, PYTORCHJOB = KUBERNETES_JOBS
+NODE = "node"
+"""The Trainer's replicated job and container of the trainer nodes (constants.Node)."""
+LAUNCHER = "launcher"
+"""The MPI runtime's launcher job (constants.Launcher); its container is still ``node``."""
+ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+"""The label that makes a replicated job the one the TrainJob's trainer fields reach."""
+PYTORCH = "pytorch"
+"""The Training Operator's container name in a PyTorchJob."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MANAGED = {"app.kubernetes.io/managed-by": "builder"}
+TRAINER_SSH = "/etc/builder/trainer-ssh"
+"""sshAuthMountPath: where the MPI plugin mounts its key Secret, read by nothing (the
+same Secret is projected into the cluster folder, see the module's docstring)."""
+SHM = "/dev/shm"
+POD_RUNTIME = docker.RUNTIME
+"""A pod's container is what docker's runtime plans: the image with the cluster folder,
+the code, the cache at their paths, the environment inherited by ssh sessions."""
+MANIFEST = "kubernetes.yaml"
+SECRETS = "kubernetes.secrets.yaml"
+MAX_SECRETS_FILE = 1024 * 1024
+_LONGEST_POD = f"-{LAUNCHER}-0-0"
+"""The longest suffix the JobSet adds to the job's name for a pod's hostname (a label)."""
+
+
+class Kubernetes(Scheduler):
+    """Kubeflow Trainer TrainJob (or PyTorchJob) manifests: kubectl starts the run."""
+
+    name = "kubernetes"
+    started = "`kubectl apply -f kubernetes.secrets.yaml -f kubernetes.yaml`"
+    stopped = "`kubectl delete -f kubernetes.yaml` (the job's pods on every node)"
+
+    def runtime_of(self, launch: LaunchSpec) -> str:  # noqa: ARG002 - a pod is a container
+        return POD_RUNTIME.name
+
+    def materialize(
+        self,
+        resolved: Resolved,
+        *,
+        image: str,
+        cluster_dir: Path,  # noqa: ARG002 - the cluster folder is the pods' own
+        force: bool = False,  # noqa: ARG002 - a host key kept is the caller's (host_key)
+    ) -> list[OutputFile]:
+        objects = kubernetes_manifests(resolved, image=image)
+        files = [OutputFile(MANIFEST, 0o644, manifests_yaml(objects))]
+        secrets = kubernetes_secrets(resolved)
+        if secrets:
+            files.append(OutputFile(SECRETS, SECRET_MODE, manifests_yaml(secrets)))
+        return files
+
+
+SCHEDULER = Kubernetes()
+
+
+def job_kind(resolved: Resolved, job: str | None = None) -> str:
+    """The job kind of the run (job, else launch.kubernetes.job), checked against the
+    launcher: a PyTorchJob runs torchrun only, and srun only a Slurm job runs."""
+    launch, launcher = resolved.spec.launch, resolved.launcher
+    kind = job or launch.kubernetes.job
+    where = "launch.kubernetes.job" if job is None else "--job"
+    problems = []
+    if kind not in KUBERNETES_JOBS:
+        problems.append(Problem(where, f"{kind!r}: choose {' or '.join(KUBERNETES_JOBS)}"))
+    elif launcher.batch_only:
+        problems.append(
+            Problem(
+                "launch.launcher",
+                f"{launcher.name} starts its ranks only as a Slurm job's tasks: use torchrun "
+                "(a torch TrainJob or a PyTorchJob) or deepspeed/mpirun (an MPI TrainJob)",
+            )
+        )
+    elif kind == PYTORCHJOB and launcher.over_ssh:
+        problems.append(
+            Problem(
+                where,
+                f"a PyTorchJob runs torchrun on every pod; launcher {launcher.name} reaches "
+                "the nodes over ssh: use trainjob (the Trainer's MPI runtime) or torchrun",
+            )
+        )
+    elif kind == PYTORCHJOB and launch.kubernetes.runtime:
+        problems.append(
+            Problem(
+                "launch.kubernetes.runtime",
+                "names a Trainer ClusterTrainingRuntime, which a PyTorchJob does not use",
+            )
+        )
+    name = resolved.spec.name
+    if not re.fullmatch(DNS_LABEL, name) or len(name) + len(_LONGEST_POD) > 63:
+        problems.append(
+            Problem(
+                "name",
+                f"{name!r}: the job and its pods are named after it, and a pod's hostname "
+                f"(NAME{_LONGEST_POD}) must be a DNS-1123 label: a-z, 0-9 and '-', at most "
+                f"{63 - len(_LONGEST_POD)} characters",
+            )
+        )
+    if problems:
+        raise SpecError(resolved.stack.source, problems)
+    return kind
+
+
+def kubernetes_manifests(
+    resolved: Resolved, *, image: str, job: str | None = None
+) -> list[Manifest]:
+    """The run's objects, in the order kubectl applies them: the cluster folder's
+    ConfigMap (ssh launchers), the claims builder makes, the TrainingRuntime, the job.
+    No secret value is in them (``kubernetes_secrets`` has those)."""
+    kind = job_kind(resolved, job)
+    resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=SCHEDULER)
+    check_pair(resolved)
+    spec, launcher = resolved.spec, resolved.launcher
+    name, k8s = spec.name, spec.launch.kubernetes
+    nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
+    mpi = launcher.over_ssh
+    if kind == PYTORCHJOB:
+        hosts = [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nnodes - 1))]
+    elif mpi:  # runLauncherAsNode: the launcher's pod is the first node
+        subdomain = f".{name}"
+        hosts = [f"{name}-{LAUNCHER}-0-0{subdomain}"]
+        hosts += [f"{name}-{NODE}-0-{i}{subdomain}" for i in range(max(nnodes - 1, 1))]
+    else:
+        hosts = [f"{name}-{NODE}-0-{i}.{name}" for i in range(nnodes)]
+    placement = Placement(tuple(hosts), hosts[0], name, job_logs=spec.launch.logs or "")
+    setup, command = prepare(resolved, image, CLUSTER_DIR, placement)
+    env = dict(sorted({**dict(setup.env), **dict(command.env)}.items()))
+    pod = _Pod(resolved, image, env)
+    objects: list[Manifest] = []
+    if mpi:
+        objects.append(_cluster_config_map(resolved, hosts))
+    objects += _claims(resolved)
+    if kind == PYTORCHJOB:
+        objects.append(_pytorchjob(resolved, pod, list(command.argv), nnodes))
+    elif mpi:
+        if not k8s.runtime:
+            objects.append(_mpi_runtime(resolved, pod, nnodes))
+        objects.append(_trainjob(resolved, pod, list(command.argv), nnodes, "mpi"))
+    else:
+        if not k8s.runtime:
+            objects.append(_torch_runtime(resolved, pod, nnodes))
+        objects.append(_trainjob(resolved, pod, list(command.argv), nnodes, "torch"))
+    _refuse_secret_values(resolved, objects)
+    return objects
+
+
+def kubernetes_secrets(
+    resolved: Resolved, *, job: str | None = None, host_key: str | None = None
+) -> list[Manifest]:
+    """The Secrets the run reads, for the 0600 secrets file: launch.env's secret values
+    (``NAME-env``), and for ssh launchers the cluster host key and its known_hosts line
+    (``NAME-ssh-host``): host_key (a private key kept from an earlier file) or a new one."""
+    kind = job_kind(resolved, job)
+    spec = resolved.spec
+    objects = []
+    values = secret_env(spec.launch)
+    if values:
+        objects.append(_secret(resolved, f"{spec.name}-env", values))
+    if resolved.launcher.over_ssh and kind == TRAINJOB:
+        files = {f.path: f.text for f in host_key_files(f"builder-{spec.name}-host")}
+        if host_key is not None:
+            files = {HOST_PRIVATE: host_key, KNOWN_HOSTS: _known_hosts_of(host_key)}
+        data = {HOST_PRIVATE: files[HOST_PRIVATE], KNOWN_HOSTS: files[KNOWN_HOSTS]}
+        objects.append(_secret(resolved, f"{spec.name}-ssh-host", data))
+    return objects
+
+
+def kubernetes_text(resolved: Resolved, *, image: str, job: str | None = None) -> str:
+    """The manifests as kubectl reads them, for a run that needs no Secret (one that does
+    is refused: its Secrets go only in a 0600 file, ``write_kubernetes``)."""
+    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job))
+    if needs_secrets(resolved, job):
+        raise UsageError(
+            "the run needs Secrets (launch.env's secret values, or the cluster host key of an "
+            "ssh launcher), which builder writes only to a 0600 file beside the manifests: "
+            "give -o FILE",
+            field="--output",
+        )
+    return text
+
+
+def needs_secrets(resolved: Resolved, job: str | None = None) -> bool:
+    """Whether the run reads a Secret builder writes (``kubernetes_secrets``)."""
+    ssh = resolved.launcher.over_ssh and job_kind(resolved, job) == TRAINJOB
+    return ssh or bool(secret_env(resolved.spec.launch))
+
+
+def secrets_path(output: Path) -> Path:
+    """The secrets file beside the manifests: k8s.yaml -> k8s.secrets.yaml."""
+    stem = output.name.removesuffix(".yaml").removesuffix(".yml")
+    return output.with_name(f"{stem}.secrets.yaml")
+
+
+def write_kubernetes(
+    resolved: Resolved, output: Path, *, image: str, job: str | None = None, force: bool = False
+) -> list[Path]:
+    """Write the manifests at output and the Secrets (0600) at secrets_path(output), all or
+    nothing; a file with other content is refused unless force. The cluster host key of
+    an earlier secrets file there is kept, so the same spec writes the same bytes."""
+    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job))
+    path = secrets_path(output)
+    kept = None
+    if path.is_file() and path.stat().st_size <= MAX_SECRETS_FILE:
+        kept = kept_host_key(path.read_text(errors="replace"), resolved.spec.name)
+    secrets = kubernetes_secrets(resolved, job=job, host_key=kept)
+    files = [OutputFile(output.name, 0o644, text)]
+    if secrets:
+        files.append(OutputFile(path.name, SECRET_MODE, manifests_yaml(secrets)))
+    return write_cluster_files(files, output.parent, force=force)
+
+
+def kept_host_key(text: str, name: str) -> str | None:
+    """The host key of an earlier secrets file (the Secret NAME-ssh-host), if any: kept,
+    so that writing the manifests again does not change the key nodes are pinned to."""
+    import yaml
+
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return None
+    for document in documents:
+        if (
+            isinstance(document, dict)
+            and document.get("kind") == "Secret"
+            and document.get("metadata", {}).get("name") == f"{name}-ssh-host"
+        ):
+            key = document.get("stringData", {}).get(HOST_PRIVATE)
+            return key if isinstance(key, str) else None
+    return None
+
+
+def manifests_yaml(objects: list[Manifest]) -> str:
+    """Multi-document YAML that kubectl reads: keys in the order built, no aliases, the
+    same bytes for the same objects."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002 - PyYAML's API
+            return True
+
+    def text(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in data else None  # files (hostfile, ssh config) as written
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    _Dumper.add_representer(str, text)
+    return yaml.dump_all(
+        objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096
+    )
+
+
+def _known_hosts_of(private: str) -> str:
+    """The known_hosts line of a kept host key (its public half, read by ssh-keygen)."""
+    with tempfile.TemporaryDirectory(prefix="builder-keys-") as tmp:
+        key = Path(tmp) / "key"
+        key.write_text(private)
+        key.chmod(0o600)
+        result = subprocess.run(
+            ["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True, check=False
+        )
+    if result.returncode != 0:
+        raise UsageError(f"the kept cluster host key is not a key: {result.stderr.strip()}")
+    return known_hosts_text(result.stdout)
+
+
+def _metadata(resolved: Resolved, name: str, labels: dict[str, str] | None = None) -> Manifest:
+    k8s = resolved.spec.launch.kubernetes
+    meta: Manifest = {"name": name}
+    if k8s.namespace:
+        meta["namespace"] = k8s.namespace
+    meta["labels"] = {**MANAGED, "app.kubernetes.io/part-of": resolved.spec.name, **(labels or {})}
+    return meta
+
+
+def _secret(resolved: Resolved, name: str, data: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(resolved, name),
+        "type": "Opaque",
+        "stringData": dict(sorted(data.items())),
+    }
+
+
+def _cluster_config_map(resolved: Resolved, hosts: list[str]) -> Manifest:
+    """What the cluster folder holds beside the keys: the hostfile (the launcher's pod
+    first), .deepspeed_env, and the nodes' ssh client config with the pinned host key."""
+    spec = resolved.spec
+    nodes = [Host(host, spec.launch.slots) for host in hosts]
+    data = {
+        DSENV: dsenv_for(resolved, {}, None),
+        HOSTFILE: hostfile_text(nodes),
+        NODE_SSH_CONFIG: node_ssh_config(hosts, spec.image.ssh.port),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(resolved, f"{spec.name}-cluster"),
+        "data": data,
+    }
+
+
+def _claims(resolved: Resolved) -> list[Manifest]:
+    """The claims builder writes: launch.code's and launch.cache's where the site names none."""
+    spec = resolved.spec
+    k8s = spec.launch.kubernetes
+    claims = []
+    for what, path, given in (
+        ("code", spec.launch.code, k8s.code_claim),
+        ("cache", spec.launch.cache, k8s.cache_claim),
+    ):
+        if path and not given:
+            claim: Manifest = {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": k8s.claim_size}},
+            }
+            if k8s.storage_class:
+                claim["storageClassName"] = k8s.storage_class
+            claims.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": _metadata(resolved, f"{spec.name}-{what}"),
+                    "spec": claim,
+                }
+            )
+    return claims
+
+
+class _Pod:
+    """What every pod of the run gets: the image, the run's environment, the device and
+    fabric resources, the volumes at the paths the other schedulers bind, the placement."""
+
+    def __init__(self, resolved: Resolved, image: str, env: dict[str, str]) -> None:
+        self.resolved = resolved
+        self.image = image
+        self.env = env
+        spec = resolved.spec
+        self.launch = spec.launch
+        self.k8s = spec.launch.kubernetes
+        self.name = spec.name
+
+    def env_list(self, extra: dict[str, str] | None = None) -> list[Manifest]:
+        env = {**self.env, **(extra or {})}
+        return [{"name": key, "value": value} for key, value in env.items()]
+
+    def env_from(self) -> list[Manifest]:
+        if not secret_env(self.launch):
+            return []
+        return [{"secretRef": {"name": f"{self.name}-env"}}]
+
+    def resources(self) -> Manifest:
+        limits: dict[str, str] = {}
+        device = self.resolved.platform.kubernetes_resource
+        if device:
+            limits[device] = str(self.launch.slots)
+        fabric = self.resolved.fabric
+        if fabric.kubernetes_resource:
+            rdma = self.k8s.rdma_resource if fabric.net == "IB" else None
+            limits[rdma or fabric.kubernetes_resource] = str(self.k8s.fabric_devices)
+        return {"limits": limits} if limits else {}
+
+    def security_context(self) -> Manifest:
+        add = list(self.resolved.platform.kubernetes_capabilities)
+        if self.resolved.fabric.needs_memlock:
+            add.append("IPC_LOCK")
+        return {"capabilities": {"add": sorted(set(add))}} if add else {}
+
+    def mounts(self, cluster: bool) -> list[Manifest]:
+        mounts: list[Manifest] = [{"name": "dshm", "mountPath": SHM}]
+        if cluster:
+            mounts.append({"name": "cluster", "mountPath": CLUSTER_DIR, "readOnly": True})
+        launch = self.launch
+        if launch.code:
+            mounts.append({"name": "code", "mountPath": self.resolved.spec.image.workdir})
+        for index, (field, path) in enumerate(launch.own_path_folders()):
+            mounts.append({"name": _volume_name(field, index), "mountPath": path})
+        for index, mount in enumerate(launch.mounts):
+            entry: Manifest = {"name": f"mount-{index}", "mountPath": mount.target}
+            if mount.read_only:
+                entry["readOnly"] = True
+            mounts.append(entry)
+        return mounts
+
+    def volumes(self, cluster: bool) -> list[Manifest]:
+        shm: Manifest = {"medium": "Memory"}
+        if self.k8s.shm_size:
+            shm["sizeLimit"] = self.k8s.shm_size
+        volumes: list[Manifest] = [{"name": "dshm", "emptyDir": shm}]
+        if cluster:
+            volumes.append(self._cluster_volume())
+        launch, k8s = self.launch, self.k8s
+        if launch.code:
+            claim = k8s.code_claim or f"{self.name}-code"
+            volumes.append({"name": "code", "persistentVolumeClaim": {"claimName": claim}})
+        for index, (field, path) in enumerate(launch.own_path_folders()):
+            volume = _volume_name(field, index)
+            if field == "launch.cache":
+                claim = k8s.cache_claim or f"{self.name}-cache"
+                volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
+            else:  # shared storage at the same path on every node: the node's own path
+                volumes.append({"name": volume, "hostPath": {"path": path, "type": "Directory"}})
+        for index, mount in enumerate(launch.mounts):
+            volumes.append(
+                {"name": f"mount-{index}", "hostPath": {"path": mount.source, "type": "Directory"}}
+            )
+        return volumes
+
+    def _cluster_volume(self) -> Manifest:
+        """The cluster folder as the entrypoint reads a bundle: builder's ConfigMap, the
+        host key Secret, and the MPI plugin's key Secret under the bundle's names."""
+        trainer_keys = f"{self.name}-mpi-ssh-auth"
+        return {
+            "name": "cluster",
+            "projected": {
+                "defaultMode": 0o400,
+                "sources": [
+                    {"configMap": {"name": f"{self.name}-cluster"}},
+                    {
+                        "secret": {
+                            "name": f"{self.name}-ssh-host",
+                            "items": [
+                                {"key": HOST_PRIVATE, "path": HOST_PRIVATE},
+                                {"key": KNOWN_HOSTS, "path": KNOWN_HOSTS},
+                            ],
+                        }
+                    },
+                    {
+                        "secret": {
+                            "name": trainer_keys,
+                            "items": [
+                                {"key": "ssh-privatekey", "path": PRIVATE},
+                                {"key": "ssh-publickey", "path": PUBLIC},
+                                {"key": "ssh-publickey", "path": AUTHORIZED},
+                            ],
+                        }
+                    },
+                ],
+            },
+        }
+
+    def container(
+        self,
+        name: str,
+        *,
+        args: list[str] | None,
+        cluster: bool,
+        env: bool = True,
+        ports: list[Manifest] | None = None,
+        probe: Manifest | None = None,
+    ) -> Manifest:
+        """A container of the image; args is its CMD (the image's entrypoint stays)."""
+        container: Manifest = {"name": name, "image": self.image}
+        if args is not None:
+            container["args"] = args
+        container["workingDir"] = self.resolved.spec.image.workdir
+        if env:
+            container["env"] = self.env_list()
+            if env_from := self.env_from():
+                container["envFrom"] = env_from
+        if ports:
+            container["ports"] = ports
+        if probe:
+            container["readinessProbe"] = probe
+        if resources := self.resources():
+            container["resources"] = resources
+        if security := self.security_context():
+            container["securityContext"] = security
+        container["volumeMounts"] = self.mounts(cluster)
+        return container
+
+    def pod_spec(self, containers: list[Manifest], *, cluster: bool, restart: str) -> Manifest:
+        spec: Manifest = {"restartPolicy": restart, "containers": containers}
+        k8s = self.k8s
+        if k8s.node_selector:
+            spec["nodeSelector"] = dict(k8s.node_selector)
+        if k8s.tolerations:
+            spec["tolerations"] = [_toleration(t) for t in k8s.tolerations]
+        if k8s.image_pull_secrets:
+            spec["imagePullSecrets"] = [{"name": n} for n in k8s.image_pull_secrets]
+        spec["volumes"] = self.volumes(cluster)
+        return spec
+
+
+def _volume_name(field: str, index: int) -> str:  # noqa: ARG001 - one per field
+    return field.removeprefix("launch.")
+
+
+def _toleration(toleration: Any) -> Manifest:
+    entry: Manifest = {}
+    if toleration.key is not None:
+        entry["key"] = toleration.key
+    entry["operator"] = toleration.operator
+    if toleration.value is not None:
+        entry["value"] = toleration.value
+    if toleration.effect is not None:
+        entry["effect"] = toleration.effect
+    return entry
+
+
+def _job_labels(resolved: Resolved) -> dict[str, str]:
+    queue = resolved.spec.launch.kubernetes.queue
+    return {QUEUE_LABEL: queue} if queue else {}
+
+
+def _replicated_job(
+    name: str, pod_spec: Manifest, *, ancestor: bool, depends: str | None = None
+) -> Manifest:
+    job: Manifest = {"name": name}
+    if depends:
+        job["dependsOn"] = [{"name": depends, "status": "Ready"}]
+    template: Manifest = {}
+    if ancestor:
+        template["metadata"] = {"labels": dict(ANCESTOR)}
+    template["spec"] = {"template": {"spec": pod_spec}}
+    job["template"] = template
+    return job
+
+
+def _torch_runtime(resolved: Resolved, pod: _Pod, nnodes: int) -> Manifest:
+    node = pod.container(NODE, args=None, cluster=False, env=False)
+    spec = pod.pod_spec([node], cluster=False, restart="Never")
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainingRuntime",
+        "metadata": _metadata(
+            resolved, resolved.spec.name, {f"{TRAINER_GROUP}/framework": "torch"}
+        ),
+        "spec": {
+            "mlPolicy": {"numNodes": nnodes, "torch": {}},
+            "template": {"spec": {"replicatedJobs": [_replicated_job(NODE, spec, ancestor=True)]}},
+        },
+    }
+
+
+def _mpi_runtime(resolved: Resolved, pod: _Pod, nnodes: int) -> Manifest:
+    port = resolved.spec.image.ssh.port
+    ssh_port = [{"name": "ssh", "containerPort": port}]
+    probe = {"tcpSocket": {"port": port}, "initialDelaySeconds": 2, "periodSeconds": 2}
+    sshd = pod.container(
+        NODE, args=["/usr/sbin/sshd", "-D", "-e"], cluster=True, ports=ssh_port, probe=probe
+    )
+    launcher = pod.container(NODE, args=None, cluster=True, env=False, ports=ssh_port)
+    policy = {
+        "numProcPerNode": resolved.spec.launch.slots,
+        "mpiImplementation": "OpenMPI",
+        "sshAuthMountPath": TRAINER_SSH,
+        "runLauncherAsNode": True,
+    }
+    jobs = [
+        _replicated_job(NODE, pod.pod_spec([sshd], cluster=True, restart="Never"), ancestor=False),
+        _replicated_job(
+            LAUNCHER,
+            pod.pod_spec([launcher], cluster=True, restart="Never"),
+            ancestor=True,
+            depends=NODE,
+        ),
+    ]
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainingRuntime",
+        "metadata": _metadata(resolved, resolved.spec.name, {FRAMEWORK: "mpi"}),
+        "spec": {
+            "mlPolicy": {"numNodes": nnodes, "mpi": policy},
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": [LAUNCHER]},
+                    "replicatedJobs": jobs,
+                }
+            },
+        },
+    }
+
+
+def _trainjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int, policy: str) -> Manifest:
+    spec, k8s = resolved.spec, resolved.spec.launch.kubernetes
+    # the launcher's pod starts its own sshd first: it is a node of the hostfile too
+    extra = {"BUILDER_SSHD": "1"} if policy == "mpi" else {}
+    trainer: Manifest = {
+        "image": pod.image,
+        "args": argv,
+        "env": pod.env_list(extra) + _secret_refs(resolved),
+        "numNodes": nnodes,
+        "numProcPerNode": spec.launch.slots,
+    }
+    if resources := pod.resources():
+        trainer["resourcesPerNode"] = resources
+    runtime_ref = {
+        "name": k8s.runtime or spec.name,
+        "apiGroup": TRAINER_GROUP,
+        "kind": "ClusterTrainingRuntime" if k8s.runtime else "TrainingRuntime",
+    }
+    job: Manifest = {"runtimeRef": runtime_ref, "trainer": trainer}
+    if k8s.runtime:
+        job["runtimePatches"] = [_runtime_patch(pod, policy)]
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": _metadata(resolved, spec.name, _job_labels(resolved)),
+        "spec": job,
+    }
+
+
+def _runtime_patch(pod: _Pod, policy: str) -> Manifest:
+    """What a named ClusterTrainingRuntime gets from the run: its pods' volumes, node
+    selector, tolerations and pull secrets, its node container's mounts and capabilities."""
+    cluster = policy == "mpi"
+    full = pod.pod_spec([], cluster=cluster, restart="Never")
+    patch: Manifest = {
+        key: full[key]
+        for key in ("nodeSelector", "tolerations", "imagePullSecrets", "volumes")
+        if key in full
+    }
+    container: Manifest = {"name": NODE}
+    if security := pod.security_context():
+        container["securityContext"] = security
+    container["volumeMounts"] = pod.mounts(cluster)
+    patch["containers"] = [container]
+    jobs = [NODE, LAUNCHER] if cluster else [NODE]
+    return {
+        "manager": "builder",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": job, "template": {"spec": {"template": {"spec": patch}}}}
+                        for job in jobs
+                    ]
+                }
+            }
+        },
+    }
+
+
+def _secret_refs(resolved: Resolved) -> list[Manifest]:
+    """launch.env's secret variables, each from the Secret NAME-env (the trainer's env
+    reaches every node container, builder's runtime or a named one)."""
+    name = f"{resolved.spec.name}-env"
+    return [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
+        for key in secret_env(resolved.spec.launch)
+    ]
+
+
+def _pytorchjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int) -> Manifest:
+    port = [{"name": "pytorchjob-port", "containerPort": resolved.spec.launch.master_port}]
+    container = pod.container(PYTORCH, args=argv, cluster=False, ports=port)
+    spec = pod.pod_spec([container], cluster=False, restart="Never")
+    replicas: Manifest = {
+        "Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}
+    }
+    if nnodes > 1:
+        replicas["Worker"] = {
+            "replicas": nnodes - 1,
+            "restartPolicy": "Never",
+            "template": {"spec": spec},
+        }
+    return {
+        "apiVersion": TRAINING_API,
+        "kind": "PyTorchJob",
+        "metadata": _metadata(resolved, resolved.spec.name, _job_labels(resolved)),
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None"},  # the pods (and their logs) are kept
+            "nprocPerNode": str(resolved.spec.launch.slots),
+            "pytorchReplicaSpecs": replicas,
+        },
+    }
+
+
+def _refuse_secret_values(resolved: Resolved, objects: list[Manifest]) -> None:
+    """A secret value written into a manifest (launch.args, a selector) is refused: the
+    manifests are 0644, shown by kubectl and kept in the cluster's etcd unencrypted."""
+    text = manifests_yaml(objects)
+    found = [
+        Problem(
+            f"launch.env.{key}",
+            "its value (secret) appears in the Kubernetes manifests (launch.args, a path or "
+            "an option holds it), which are not secret: pass it only through launch.env",
+        )
+        for key, value in secret_env(resolved.spec.launch).items()
+        if len(value) >= 4 and value in text
+    ]
+    if found:
+        raise SpecError(resolved.stack.source, found)
