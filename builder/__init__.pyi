@@ -88,9 +88,14 @@ from builder.lock.take import take_lock as take_lock
 from builder.output import OutputFile as OutputFile
 from builder.output import write_files as write_files
 from builder.preflight.cluster import ClusterPreflight as ClusterPreflight
+from builder.preflight.kubernetes import kubernetes_expected as kubernetes_expected
+from builder.preflight.kubernetes import preflight_manifests_text as preflight_manifests_text
+from builder.preflight.kubernetes import write_preflight_manifests as write_preflight_manifests
 from builder.preflight.probe import Settings as PreflightSettings
 from builder.preflight.rehearsal import rehearsed_preflight as rehearsed_preflight
 from builder.preflight.report import Preflight as Preflight
+from builder.preflight.report import judge_log as judge_log
+from builder.preflight.report import read_log as read_log
 from builder.preflight.show import table as preflight_table
 from builder.rehearse.faults import Kill as Kill
 from builder.rehearse.faults import kill_of as kill_of
@@ -102,10 +107,12 @@ from builder.rehearse.run import rehearse as rehearse_stack
 from builder.rehearse.run import why_not_rehearsed as why_not_rehearsed
 from builder.resolved import Resolved as Resolved
 from builder.resolved import resolve as resolve
+from builder.schedulers.kubernetes import PodFiles as PodFiles
 from builder.schedulers.kubernetes import kubernetes_manifests as kubernetes_manifests
 from builder.schedulers.kubernetes import kubernetes_secrets as kubernetes_secrets
 from builder.schedulers.kubernetes import kubernetes_text as kubernetes_text
 from builder.schedulers.kubernetes import manifests_yaml as manifests_yaml
+from builder.schedulers.kubernetes import pod_hosts as pod_hosts
 from builder.schedulers.kubernetes import secrets_path as secrets_path
 from builder.schedulers.kubernetes import write_kubernetes as write_kubernetes
 from builder.schedulers.slurm import sbatch_script as sbatch_script
@@ -141,6 +148,7 @@ __all__ = [
     "LaunchPlan",
     "NodeImage",
     "OutputFile",
+    "PodFiles",
     "Preflight",
     "PreflightSettings",
     "Pushed",
@@ -175,7 +183,9 @@ __all__ = [
     "image_report_text",
     "inspect_image",
     "is_lock_reference",
+    "judge_log",
     "kill_of",
+    "kubernetes_expected",
     "kubernetes_manifests",
     "kubernetes_secrets",
     "kubernetes_text",
@@ -201,6 +211,8 @@ __all__ = [
     "parse_spec",
     "pin_path",
     "plan_warnings",
+    "pod_hosts",
+    "preflight_manifests_text",
     "preflight_table",
     "preset_names",
     "preset_summaries",
@@ -213,6 +225,7 @@ __all__ = [
     "push_platforms",
     "rank_table",
     "read_hostfile",
+    "read_log",
     "read_pin",
     "rehearsal_launchers",
     "rehearsal_of",
@@ -241,6 +254,7 @@ __all__ = [
     "write_files",
     "write_kubernetes",
     "write_pin",
+    "write_preflight_manifests",
 ]
 
 _EXPORTS: dict[str, str]

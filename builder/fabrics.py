@@ -89,9 +89,15 @@ RDMA_DOCKER_FLAGS = (
 )
 """The verbs devices, and locking (registering) any amount of memory for RDMA."""
 
+# Mellanox/k8s-rdma-shared-dev-plugin v1.5.3: the prefix "rdma" is its default
+# (pkg/resources/resources_manager.go rdmaHcaResourcePrefix), the name is the config's
+# resourceName; NVIDIA Network Operator's NicClusterPolicy example
+# (Mellanox/network-operator example/crs/mellanox.com_v1alpha1_nicclusterpolicy_cr.yaml)
+# names rdma_shared_device_a, the plugin's own deployment/k8s/base/configmap.yaml
+# hca_shared_devices_a. Its example pod (example/test-hca-pod.yaml) adds IPC_LOCK.
 RDMA_RESOURCE = "rdma/rdma_shared_device_a"
-"""The resource name of the k8s-rdma-shared-dev-plugin's (and NVIDIA Network Operator's)
-example config; a site names its own (launch.kubernetes.rdma_resource)."""
+"""The resource name of NVIDIA Network Operator's example RDMA shared device plugin config;
+a site names its own (launch.kubernetes.rdma_resource)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,8 @@ FABRICS: dict[str, Fabric] = {
             "efa",
             "AWS Elastic Fabric Adapter",
             needs_memlock=True,
-            kubernetes_resource="vpc.amazonaws.com/efa",  # AWS's EFA device plugin
+            # aws/eks-charts stable/aws-efa-k8s-device-plugin (chart v0.5.x) templates/NOTES.txt
+            kubernetes_resource="vpc.amazonaws.com/efa",
         ),
     )
 }

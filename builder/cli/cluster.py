@@ -36,6 +36,7 @@ from builder.cli.options import (
     Choice,
     ForceOpt,
     ImageOpt,
+    KubernetesJobOpt,
     LauncherOpt,
     OutputFileOpt,
     PresetOpt,
@@ -269,14 +270,7 @@ def kubernetes(
     spec: SpecArg = None,
     preset: PresetOpt = None,
     image: ImageOpt = None,
-    job: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            "--job",
-            **Choice(("trainjob", "pytorchjob")).option,
-            help="trainjob (Kubeflow Trainer v2) or pytorchjob (default: launch.kubernetes.job).",
-        ),
-    ] = None,
+    job: KubernetesJobOpt = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,

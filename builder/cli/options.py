@@ -166,6 +166,17 @@ LauncherOpt = Annotated[
         "--launcher", **Choice(launcher_names()).option, help="Launcher (default: the spec's)."
     ),
 ]
+KubernetesJobOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--job",
+        **Choice(("trainjob", "pytorchjob")).option,
+        help="trainjob (Kubeflow Trainer v2) or pytorchjob (default: launch.kubernetes.job).",
+        show_default=False,
+    ),
+]
+"""The Kubernetes job kind, for `builder kubernetes` and `builder preflight --scheduler
+kubernetes`."""
 OutputFileOpt = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option("--output", "-o", help="File to write (default or -: print)."),

@@ -1,11 +1,12 @@
 """`builder preflight`: the probe job through the stack's launch plan, on the real nodes
-(or, with --rehearse, on a rehearsal's containers here)."""
+(or, with --rehearse, on a rehearsal's containers here; with --scheduler kubernetes, as the
+run's TrainJob, written for kubectl, and its pods' logs judged with --from-log)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -15,31 +16,46 @@ from builder import (
     PreflightSettings,
     Ssh,
     connect,
+    judge_log,
+    kubernetes_expected,
+    preflight_manifests_text,
     preflight_table,
+    read_log,
     rehearsed_preflight,
+    write_preflight_manifests,
 )
 from builder.cli.app import app, say_error
-from builder.cli.envelope import JsonOpt, set_result
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
     Bounded,
+    Choice,
+    ForceOpt,
     ImageOpt,
+    KubernetesJobOpt,
     NodesSshConfigOpt,
     PresetOpt,
     SpecArg,
+    file_option,
     folder_option,
     plan_image,
+    print_or_write,
     resolved_of,
     ssh_config_file,
     stack_of,
 )
 from builder.errors import PreflightFailed, UsageError
 
+if TYPE_CHECKING:
+    from builder.preflight.report import Preflight
+
 MAX_BUDGET = 24 * 3600
 """A day of measurements; the probe's own minimum (a few seconds) is PreflightSettings'."""
 DEFAULTS = PreflightSettings()
 QUICK = PreflightSettings(quick=True)
+SSH, KUBERNETES = "ssh", "kubernetes"
+"""Where the probe runs: the nodes over ssh (launch.sh), or the run's TrainJob."""
 
 
 @app.command()
@@ -91,8 +107,44 @@ def preflight(
         ),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the probe's launch plan; run nothing.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the probe's launch plan (--scheduler kubernetes: its manifests); run "
+            "nothing.",
+        ),
     ] = False,
+    scheduler: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--scheduler",
+            **Choice((SSH, KUBERNETES)).option,
+            help="ssh: the nodes of launch.nodes, reached from here (default); kubernetes: "
+            "the probe as the run's TrainJob or PyTorchJob, written with --dry-run for "
+            "kubectl, its pods' logs read with --from-log.",
+            show_default=False,
+        ),
+    ] = None,
+    job: KubernetesJobOpt = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--output",
+            "-o",
+            help="With --scheduler kubernetes --dry-run: the manifests' file (Secrets in its "
+            "0600 neighbour NAME.secrets.yaml); default or -: print.",
+        ),
+    ] = None,
+    force: ForceOpt = False,
+    from_log: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--from-log",
+            help="Judge the probe's output saved in FILE (the pods' logs, or launch.sh's "
+            "output) instead of running it: the same table and exit code.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove the cluster before the run: devices, compute, memory, links, all-reduce,
@@ -105,9 +157,48 @@ def preflight(
         ssh_config=ssh_config,
         dry_run=dry_run,
     )
-    resolved = resolved_of(stack_of(spec, preset))
-    reference = plan_image(resolved, image, spec)
+    kubernetes = check_scheduler(
+        scheduler,
+        job=job,
+        output=output,
+        force=force,
+        from_log=from_log,
+        rehearse=rehearse,
+        dry_run=dry_run,
+        cluster_dir=cluster_dir,
+        ssh_config=ssh_config,
+    )
+    resolved = resolved_of(stack_of(spec, preset), scheduler=KUBERNETES if kubernetes else SSH)
     say = _say
+    if from_log is not None:
+        text = read_log(from_log)
+        if kubernetes:
+            expected = kubernetes_expected(resolved, settings, job)
+        else:
+            expected = ClusterPreflight(
+                resolved,
+                image=image or "",
+                cluster_dir=cluster_dir or Path("cluster"),
+                settings=settings,
+                ssh=Ssh(ssh_config),
+            ).expected()
+        where = {**settings.as_data(), "where": str(from_log)}
+        report(judge_log(text, expected, where), as_json)
+        return
+    reference = plan_image(resolved, image, spec)
+    if kubernetes:
+        refuse_stdout(as_json, output)
+        if output is None or str(output) == "-":
+            text = preflight_manifests_text(resolved, image=reference, settings=settings, job=job)
+            written = print_or_write(text, output, force=force)
+        else:
+            written = write_preflight_manifests(
+                resolved, output, image=reference, settings=settings, job=job, force=force
+            )
+            for path in written:
+                typer.echo(f"wrote {path}", err=True)
+        set_result(files_result(written))
+        return
     if rehearse:
         result = rehearsed_preflight(
             resolved,
@@ -132,6 +223,11 @@ def preflight(
                 typer.echo(run.plan.text(), nl=False)
             return
         result = run.run()
+    report(result, as_json)
+
+
+def report(result: Preflight, as_json: bool) -> None:
+    """The table (or the --json envelope), the warnings, and a failure as its exit code."""
     set_result(result.as_data())
     if not as_json:
         typer.echo(preflight_table(result), nl=False)
@@ -178,6 +274,52 @@ def check_options(
         )
     else:
         ssh_config_file(ssh_config)
+
+
+def check_scheduler(
+    scheduler: str | None,
+    *,
+    job: str | None,
+    output: Path | None,
+    force: bool,
+    from_log: Path | None,
+    rehearse: bool,
+    dry_run: bool,
+    cluster_dir: Path | None,
+    ssh_config: Path | None,
+) -> bool:
+    """Whether the probe is the run's Kubernetes job; the options of the other places
+    preflight runs are refused, not ignored."""
+    kubernetes = scheduler == KUBERNETES
+    if from_log is not None and (rehearse or dry_run):
+        given = "--rehearse" if rehearse else "--dry-run"
+        raise UsageError(f"--from-log judges a saved log; {given} runs or prints the probe")
+    if not kubernetes:
+        if job is not None or output is not None:
+            option = "--job" if job is not None else "--output"
+            raise UsageError(f"{option} is for --scheduler kubernetes")
+        if force:
+            raise UsageError("--force replaces the files of --scheduler kubernetes --dry-run -o")
+        return False
+    if rehearse:
+        raise UsageError("--rehearse runs containers here; leave out --scheduler kubernetes")
+    if cluster_dir is not None or ssh_config is not None:
+        option = "--cluster-dir" if cluster_dir is not None else "--ssh-config"
+        raise UsageError(f"{option} is for the nodes over ssh; a TrainJob's pods are kubectl's")
+    if from_log is not None:
+        if output is not None or force:
+            raise UsageError("--output and --force write the probe's manifests (--dry-run)")
+        return True
+    if not dry_run:
+        raise UsageError(
+            "builder runs no kubectl: --scheduler kubernetes --dry-run [-o FILE] writes the "
+            "probe's TrainJob; apply it with kubectl, save its pods' logs, and judge them "
+            "with --scheduler kubernetes --from-log FILE",
+            field="--dry-run",
+        )
+    if output is not None:
+        file_option(output, "--output")
+    return True
 
 
 def _say(line: str) -> None:

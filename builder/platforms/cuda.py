@@ -132,7 +132,8 @@ class Cuda(WheelIndexedGpu):
     """NVIDIA GPUs."""
 
     name = "cuda"
-    kubernetes_resource = "nvidia.com/gpu"  # NVIDIA's k8s-device-plugin
+    # NVIDIA/k8s-device-plugin v0.20.0: internal/lm/mig-strategy.go (resourceName), README
+    kubernetes_resource = "nvidia.com/gpu"
     device_variables = ("CUDA_VISIBLE_DEVICES",)  # Slurm's gpu/nvml
     version_keys = (
         Extra("cuda", "CUDA toolkit version (cuda only), e.g. 13.2.1.", VERSION_PATTERN),

@@ -80,8 +80,12 @@ class Gaudi(Platform):
     """Intel Gaudi accelerators (HPUs)."""
 
     name = "gaudi"
-    kubernetes_resource = "habana.ai/gaudi"  # Intel Gaudi's habanalabs-device-plugin
-    kubernetes_capabilities = ("SYS_NICE",)  # as its docker flags --cap-add sys_nice
+    # Intel Gaudi docs (software 1.24.0), "Running Workloads on Kubernetes" and "Intel Gaudi
+    # Device Plugin for Kubernetes" (docs.habana.ai/en/latest/Quick_Start_Guides/
+    # Kubernetes_Quick_Start.html): limits habana.ai/gaudi, capabilities add SYS_NICE (as its
+    # docker flags --cap-add sys_nice)
+    kubernetes_resource = "habana.ai/gaudi"
+    kubernetes_capabilities = ("SYS_NICE",)
     # Habana's Slurm fork (gpu/hlml) sets HABANA_VISIBLE_DEVICES; Habana's runtime selects
     # modules by HABANA_VISIBLE_MODULES, which a site's prolog may set
     device_variables = ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES")

@@ -106,7 +106,9 @@ class Rocm(WheelIndexedGpu):
     """AMD Instinct and Radeon GPUs."""
 
     name = "rocm"
-    kubernetes_resource = "amd.com/gpu"  # AMD's k8s-device-plugin (ROCm/k8s-device-plugin)
+    # ROCm/k8s-device-plugin v1.31.0.10: internal/pkg/plugin/plugin.go (namespace amd.com),
+    # cmd/k8s-device-plugin/main.go (resource gpu), example/pod/*.yaml
+    kubernetes_resource = "amd.com/gpu"
     # Slurm's gpu/rsmi sets ROCR_VISIBLE_DEVICES; a site or user may narrow with HIP's
     device_variables = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     version_keys = (

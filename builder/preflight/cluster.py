@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from builder.launch.plan import LaunchPlan
     from builder.preflight.probe import Settings
-    from builder.preflight.report import Preflight
+    from builder.preflight.report import Expected, Preflight
     from builder.resolved import Resolved
     from builder.spec.records import Spec
 
@@ -55,20 +55,38 @@ STEP_TIMEOUT = 120.0
 
 def preflight_stack(resolved: Resolved, cluster_dir: str, settings: Settings) -> Resolved:
     """The resolved stack's run with the probe as its script (see the module's doc)."""
+    launch = resolved.spec.launch
+    folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
+    if resolved.runtime.isolated:
+        mounts = (*launch.mounts, Mount(folder, MOUNT, read_only=True))
+        return probe_stack(resolved, settings, mounts=mounts)
+    return probe_stack(resolved, settings, script=f"{folder}/{PROBE}")
+
+
+def probe_stack(
+    resolved: Resolved,
+    settings: Settings,
+    *,
+    script: str | None = None,
+    mounts: tuple[Mount, ...] | None = None,
+) -> Resolved:
+    """The run named NAME-preflight with the probe as its script and the probe's arguments:
+    script is where the nodes read it; None: the probe's folder is at MOUNT in the
+    container (a bind, a ConfigMap). Everything else is the run's."""
     spec = resolved.spec
     launch = spec.launch
-    folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
-    mounts, script = launch.mounts, f"{folder}/{PROBE}"
-    if resolved.runtime.isolated:
+    if script is None:
         workdir = spec.image.workdir.rstrip("/") + "/"
         if launch.code and f"{MOUNT}/".startswith(workdir):
             raise UsageError(
-                f"image.workdir {spec.image.workdir} holds {MOUNT}, where preflight binds its "
-                "probe, and launch.code is bound there: choose a workdir such as /workspace"
+                f"image.workdir {spec.image.workdir} holds {MOUNT}, where preflight mounts its "
+                "probe, and launch.code is mounted there: choose a workdir such as /workspace"
             )
-        mounts, script = (*mounts, Mount(folder, MOUNT, read_only=True)), f"{MOUNT}/{PROBE}"
+        script = f"{MOUNT}/{PROBE}"
     args = probe_args(resolved.platform, launch.slots, settings)
-    probe = replace(launch, script=script, args=args, mounts=mounts)
+    probe = replace(
+        launch, script=script, args=args, mounts=launch.mounts if mounts is None else mounts
+    )
     return resolved.with_spec(replace(spec, name=f"{spec.name}-preflight", launch=probe))
 
 
@@ -166,7 +184,14 @@ class ClusterPreflight:
             self.nodes.end()
             self._cleanup_once_more()
             raise
-        expected = expected_of(
+        result = judge(output, self.expected(), faults)
+        result.settings = {**self.settings.as_data(), "where": str(self.folder)}
+        result.phases = self.phases
+        return result
+
+    def expected(self) -> Expected:
+        """What the probe's reports should show on the plan's nodes."""
+        return expected_of(
             self.resolved.platform,
             self.plan.nodes,
             self.spec.launch.slots,
@@ -174,10 +199,6 @@ class ClusterPreflight:
             env=self.resolved.run_environment(),
             settings=self.settings,
         )
-        result = judge(output, expected, faults)
-        result.settings = {**self.settings.as_data(), "where": str(self.folder)}
-        result.phases = self.phases
-        return result
 
     def reach(self) -> None:
         """Every node answers over ssh; else nothing is written or started."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
+from builder.errors import UsageError
+from builder.files import read_input
 from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.compare import differences
 from builder.fingerprint.record import Fingerprint
@@ -26,11 +28,14 @@ from builder.rehearse.report import probe_reports
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from builder.collectives import Collective
 
 MARK = "BUILDER_PREFLIGHT "
 SCHEMA = 1
+MAX_LOG = 256 * 1024 * 1024
+"""The largest saved log ``--from-log`` reads (the probe's and NCCL's lines, many nodes)."""
 Severity = Literal["fail", "warn"]
 NET_WORDS = {"Socket": "sockets", "IB": "InfiniBand verbs"}
 
@@ -172,6 +177,35 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
     first = next((r for r in reports if int(r["rank"]) == 0), None)
     sweep = _sweep(first, expected) if first else {}
     return Preflight(expected, ordered, sweep, findings)
+
+
+def judge_log(text: str, expected: Expected, settings: dict[str, Any]) -> Preflight:
+    """The preflight of a saved log (the pods' logs, a launch's output): every rank's
+    report in it, wherever its line starts, judged against expected; settings: the
+    probe's, with where it ran."""
+    result = judge(text, expected)
+    result.settings = settings
+    return result
+
+
+def read_log(path: Path) -> str:
+    """A saved log (``--from-log``), read as text (bytes that are not UTF-8 are replaced: a
+    report's JSON is ASCII)."""
+    data = read_input(
+        path,
+        what="--from-log",
+        limit=MAX_LOG,
+        fix="give the file the pods' logs (or launch.sh's output) were saved to",
+        field="--from-log",
+    )
+    if data is None:
+        raise UsageError(
+            f"--from-log {path}: no such file; save the probe's output first (kubectl logs "
+            "... > FILE)",
+            field="--from-log",
+            path=path,
+        )
+    return data.decode("utf-8", errors="replace")
 
 
 def _node_of(rank: int, host: str, expected: Expected) -> str:

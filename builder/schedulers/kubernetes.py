@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,9 @@ PYTORCH = "pytorch"
 """The Training Operator's container name in a PyTorchJob."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MANAGED = {"app.kubernetes.io/managed-by": "builder"}
+STORAGE = {"app.kubernetes.io/component": "storage"}
+"""The claims' label: ``kubectl apply -f FILE -l app.kubernetes.io/component=storage`` makes
+only them (before a preflight, which mounts the run's claims)."""
 TRAINER_SSH = "/etc/builder/trainer-ssh"
 """sshAuthMountPath: where the MPI plugin mounts its key Secret, read by nothing (the
 same Secret is projected into the cluster folder, see the module's docstring)."""
@@ -104,6 +107,20 @@ SECRETS = "kubernetes.secrets.yaml"
 MAX_SECRETS_FILE = 1024 * 1024
 _LONGEST_POD = f"-{LAUNCHER}-0-0"
 """The longest suffix the JobSet adds to the job's name for a pod's hostname (a label)."""
+
+
+@dataclass(frozen=True)
+class PodFiles:
+    """Files every pod of the run reads at one folder, read-only, from a ConfigMap
+    ``NAME-<name>``: what the run's script needs beside the image (the preflight probe's
+    scripts, ``builder preflight --scheduler kubernetes``)."""
+
+    name: str
+    """The ConfigMap's suffix and the pods' volume name (a DNS-1123 label)."""
+    path: str
+    """Where the pods see the files."""
+    files: tuple[tuple[str, str], ...]
+    """(file name, text): each a ConfigMap key."""
 
 
 class Kubernetes(Scheduler):
@@ -182,32 +199,42 @@ def job_kind(resolved: Resolved, job: str | None = None) -> str:
     return kind
 
 
+def pod_hosts(resolved: Resolved, job: str | None = None) -> list[str]:
+    """The run's nodes as its pods are reached, in the hostfile's (node rank) order: the
+    PyTorchJob's services, or the JobSet's pod hostnames with their subdomain."""
+    kind = job_kind(resolved, job)
+    spec = resolved.spec
+    name = spec.name
+    nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
+    if kind == PYTORCHJOB:
+        return [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nnodes - 1))]
+    if resolved.launcher.over_ssh:  # runLauncherAsNode: the launcher's pod is the first node
+        hosts = [f"{name}-{LAUNCHER}-0-0.{name}"]
+        return hosts + [f"{name}-{NODE}-0-{i}.{name}" for i in range(max(nnodes - 1, 1))]
+    return [f"{name}-{NODE}-0-{i}.{name}" for i in range(nnodes)]
+
+
 def kubernetes_manifests(
-    resolved: Resolved, *, image: str, job: str | None = None
+    resolved: Resolved, *, image: str, job: str | None = None, files: PodFiles | None = None
 ) -> list[Manifest]:
-    """The run's objects, in the order kubectl applies them: the cluster folder's
-    ConfigMap (ssh launchers), the claims builder makes, the TrainingRuntime, the job.
-    No secret value is in them (``kubernetes_secrets`` has those)."""
+    """The run's objects, in the order kubectl applies them: the ConfigMaps (files', the
+    cluster folder's for ssh launchers), the claims builder makes, the TrainingRuntime, the
+    job. No secret value is in them (``kubernetes_secrets`` has those)."""
     kind = job_kind(resolved, job)
     resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=SCHEDULER)
     check_pair(resolved)
     spec, launcher = resolved.spec, resolved.launcher
-    name, k8s = spec.name, spec.launch.kubernetes
+    k8s = spec.launch.kubernetes
     nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
     mpi = launcher.over_ssh
-    if kind == PYTORCHJOB:
-        hosts = [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nnodes - 1))]
-    elif mpi:  # runLauncherAsNode: the launcher's pod is the first node
-        subdomain = f".{name}"
-        hosts = [f"{name}-{LAUNCHER}-0-0{subdomain}"]
-        hosts += [f"{name}-{NODE}-0-{i}{subdomain}" for i in range(max(nnodes - 1, 1))]
-    else:
-        hosts = [f"{name}-{NODE}-0-{i}.{name}" for i in range(nnodes)]
-    placement = Placement(tuple(hosts), hosts[0], name, job_logs=spec.launch.logs or "")
+    hosts = pod_hosts(resolved, kind)
+    placement = Placement(tuple(hosts), hosts[0], spec.name, job_logs=spec.launch.logs or "")
     setup, command = prepare(resolved, image, CLUSTER_DIR, placement)
     env = dict(sorted({**dict(setup.env), **dict(command.env)}.items()))
-    pod = _Pod(resolved, image, env)
+    pod = _Pod(resolved, image, env, files)
     objects: list[Manifest] = []
+    if files is not None:
+        objects.append(_files_config_map(resolved, files))
     if mpi:
         objects.append(_cluster_config_map(resolved, hosts))
     objects += _claims(resolved)
@@ -246,10 +273,12 @@ def kubernetes_secrets(
     return objects
 
 
-def kubernetes_text(resolved: Resolved, *, image: str, job: str | None = None) -> str:
+def kubernetes_text(
+    resolved: Resolved, *, image: str, job: str | None = None, files: PodFiles | None = None
+) -> str:
     """The manifests as kubectl reads them, for a run that needs no Secret (one that does
     is refused: its Secrets go only in a 0600 file, ``write_kubernetes``)."""
-    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job))
+    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job, files=files))
     if needs_secrets(resolved, job):
         raise UsageError(
             "the run needs Secrets (launch.env's secret values, or the cluster host key of an "
@@ -273,21 +302,27 @@ def secrets_path(output: Path) -> Path:
 
 
 def write_kubernetes(
-    resolved: Resolved, output: Path, *, image: str, job: str | None = None, force: bool = False
+    resolved: Resolved,
+    output: Path,
+    *,
+    image: str,
+    job: str | None = None,
+    force: bool = False,
+    files: PodFiles | None = None,
 ) -> list[Path]:
     """Write the manifests at output and the Secrets (0600) at secrets_path(output), all or
     nothing; a file with other content is refused unless force. The cluster host key of
     an earlier secrets file there is kept, so the same spec writes the same bytes."""
-    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job))
+    text = manifests_yaml(kubernetes_manifests(resolved, image=image, job=job, files=files))
     path = secrets_path(output)
     kept = None
     if path.is_file() and path.stat().st_size <= MAX_SECRETS_FILE:
         kept = kept_host_key(path.read_text(errors="replace"), resolved.spec.name)
     secrets = kubernetes_secrets(resolved, job=job, host_key=kept)
-    files = [OutputFile(output.name, 0o644, text)]
+    written = [OutputFile(output.name, 0o644, text)]
     if secrets:
-        files.append(OutputFile(path.name, SECRET_MODE, manifests_yaml(secrets)))
-    return write_cluster_files(files, output.parent, force=force)
+        written.append(OutputFile(path.name, SECRET_MODE, manifests_yaml(secrets)))
+    return write_cluster_files(written, output.parent, force=force)
 
 
 def kept_host_key(text: str, name: str) -> str | None:
@@ -380,6 +415,15 @@ def _cluster_config_map(resolved: Resolved, hosts: list[str]) -> Manifest:
     }
 
 
+def _files_config_map(resolved: Resolved, files: PodFiles) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(resolved, f"{resolved.spec.name}-{files.name}"),
+        "data": dict(sorted(files.files)),
+    }
+
+
 def _claims(resolved: Resolved) -> list[Manifest]:
     """The claims builder writes: launch.code's and launch.cache's where the site names none."""
     spec = resolved.spec
@@ -400,7 +444,7 @@ def _claims(resolved: Resolved) -> list[Manifest]:
                 {
                     "apiVersion": "v1",
                     "kind": "PersistentVolumeClaim",
-                    "metadata": _metadata(resolved, f"{spec.name}-{what}"),
+                    "metadata": _metadata(resolved, f"{spec.name}-{what}", STORAGE),
                     "spec": claim,
                 }
             )
@@ -411,10 +455,13 @@ class _Pod:
     """What every pod of the run gets: the image, the run's environment, the device and
     fabric resources, the volumes at the paths the other schedulers bind, the placement."""
 
-    def __init__(self, resolved: Resolved, image: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, resolved: Resolved, image: str, env: dict[str, str], files: PodFiles | None
+    ) -> None:
         self.resolved = resolved
         self.image = image
         self.env = env
+        self.files = files
         spec = resolved.spec
         self.launch = spec.launch
         self.k8s = spec.launch.kubernetes
@@ -443,6 +490,8 @@ class _Pod:
     def security_context(self) -> Manifest:
         add = list(self.resolved.platform.kubernetes_capabilities)
         if self.resolved.fabric.needs_memlock:
+            # registering memory for RDMA: Mellanox/k8s-rdma-shared-dev-plugin v1.5.3's
+            # example/test-hca-pod.yaml adds IPC_LOCK; docker's fabric flags lift memlock
             add.append("IPC_LOCK")
         return {"capabilities": {"add": sorted(set(add))}} if add else {}
 
@@ -450,6 +499,8 @@ class _Pod:
         mounts: list[Manifest] = [{"name": "dshm", "mountPath": SHM}]
         if cluster:
             mounts.append({"name": "cluster", "mountPath": CLUSTER_DIR, "readOnly": True})
+        if self.files is not None:
+            mounts.append({"name": self.files.name, "mountPath": self.files.path, "readOnly": True})
         launch = self.launch
         if launch.code:
             mounts.append({"name": "code", "mountPath": self.resolved.spec.image.workdir})
@@ -469,6 +520,9 @@ class _Pod:
         volumes: list[Manifest] = [{"name": "dshm", "emptyDir": shm}]
         if cluster:
             volumes.append(self._cluster_volume())
+        if self.files is not None:
+            config = {"name": f"{self.name}-{self.files.name}", "defaultMode": 0o444}
+            volumes.append({"name": self.files.name, "configMap": config})
         launch, k8s = self.launch, self.k8s
         if launch.code:
             claim = k8s.code_claim or f"{self.name}-code"

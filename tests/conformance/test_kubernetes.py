@@ -718,3 +718,42 @@ def test_the_cli_writes_yaml_kubectl_reads(preset: str, job: str, tmp_path: Path
         assert len(written) == 2, written  # the manifests and the secrets
         objects = [obj for path in written for obj in check_yaml(path.read_text())]
     assert any(o["kind"] == ("TrainJob" if job == "trainjob" else "PyTorchJob") for o in objects)
+
+
+@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize("preset", builder.preset_names())
+def test_the_preflights_trainjob_passes_its_owners_models(
+    preset: str, job: str, tmp_path: Path
+) -> None:
+    """`builder preflight --scheduler kubernetes --dry-run -o FILE`: the probe's objects
+    (its scripts' ConfigMap, the runtime, the job, its Secrets) meet the same models."""
+    _emitter()
+    if job == "pytorchjob" and builder.load_preset(preset).spec.launch.launcher != "torchrun":
+        return  # refused, as the run's manifests are (above)
+    out = tmp_path / "preflight.yaml"
+    args = ["preflight", "--preset", preset, "--scheduler", "kubernetes", "--job", job]
+    result = CliRunner().invoke(app, [*args, "--dry-run", "--quick", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    objects = [
+        obj for path in sorted(tmp_path.glob("*.yaml")) for obj in check_yaml(path.read_text())
+    ]
+    _check_all(objects, job)
+    name = f"{preset}-preflight"
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"} >= {
+        f"{name}-preflight"
+    }
+    # the run's claims, none of the probe's own
+    assert "PersistentVolumeClaim" not in {o["kind"] for o in objects}
+
+
+def test_the_preflight_with_every_option_passes_its_owners_models() -> None:
+    from builder.preflight.kubernetes import kubernetes_probe, probe_files
+
+    resolved = builder.resolve(
+        _stack("cuda-deepspeed", {**EVERY_OPTION, **SITE_CLAIMS}, "infiniband"),
+        scheduler_name="kubernetes",
+    )
+    probe = kubernetes_probe(resolved, builder.PreflightSettings(quick=True))
+    objects = builder.kubernetes_manifests(probe, image=IMAGE, files=probe_files())
+    objects += builder.kubernetes_secrets(probe)
+    _check_all(objects, "trainjob")

@@ -1095,6 +1095,71 @@ case(
     "--nodes",
 )
 case(
+    "preflight-kubernetes-without-dry-run",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes",
+    USAGE,
+    "--dry-run",
+)
+case(
+    "preflight-kubernetes-bogus",
+    "preflight --preset cpu-deepspeed --scheduler slurm --dry-run",
+    USAGE,
+    "--scheduler",
+)
+case(
+    "preflight-kubernetes-secrets-to-stdout",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes --dry-run",
+    USAGE,
+    "-o FILE",
+)
+case(
+    "preflight-kubernetes-pytorchjob-deepspeed",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes --job pytorchjob --dry-run -o k.yaml",
+    SPEC,
+    "--job",
+)
+case(
+    "preflight-kubernetes-other-content",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes --dry-run -o k.yaml",
+    EXISTS,
+    "--force",
+    files={"k.yaml": "mine\n"},
+)
+case(
+    "preflight-kubernetes-ssh-config",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes --dry-run --ssh-config c",
+    USAGE,
+    "--ssh-config",
+    files={"c": "Host *\n"},
+)
+case(
+    "preflight-kubernetes-name-too-long",
+    "preflight stack.yaml --scheduler kubernetes --dry-run -o k.yaml",
+    SPEC,
+    "name",
+    files={"stack.yaml": spec(launch="launcher: torchrun", name="a" * 45)},
+)
+case(
+    "preflight-from-log-missing",
+    "preflight --preset cpu-deepspeed --from-log nope.log",
+    USAGE,
+    "--from-log",
+)
+case(
+    "preflight-from-log-folder",
+    "preflight --preset cpu-deepspeed --scheduler kubernetes --from-log logs",
+    USAGE,
+    "--from-log",
+    dirs={"logs": 0o755},
+)
+case(
+    "preflight-from-log-with-dry-run",
+    "preflight --preset cpu-deepspeed --from-log x.log --dry-run",
+    USAGE,
+    "--from-log",
+    files={"x.log": "nothing\n"},
+)
+case(
     "preflight-ssh-config-missing",
     "preflight --preset cpu-deepspeed --ssh-config nope",
     USAGE,

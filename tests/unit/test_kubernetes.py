@@ -7,6 +7,7 @@ tests/conformance; here: what builder decides (resources, secrets, names, refusa
 from __future__ import annotations
 
 import dataclasses
+import json
 import stat
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,8 +19,10 @@ from typer.testing import CliRunner
 from builder import kubernetes_manifests, kubernetes_secrets, manifests_yaml, resolve
 from builder.cli.app import app
 from builder.errors import SpecError
+from builder.image.pin import SCHEMA as PIN_SCHEMA
+from builder.preflight.report import MARK
 from builder.spec.loader import load_preset, parse_spec
-from builder.spec.presets import preset_names
+from builder.spec.presets import preset_names, preset_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -283,3 +286,188 @@ def test_a_64_node_spec_renders_fast() -> None:
     assert time.perf_counter() - start < 0.5
     assert objects[-1]["spec"]["trainer"]["numNodes"] == 64
     assert objects[0]["data"]["hostfile"].count("slots=8") == 64
+
+
+# --- preflight as the run's TrainJob -----------------------------------------------------
+
+
+def _preflight(preset: str, *extra: str) -> Any:
+    args = ["preflight", "--preset", preset, "--scheduler", "kubernetes", *extra]
+    return CliRunner().invoke(app, args)
+
+
+def _pod_specs(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    runtime = next(o for o in objects if o["kind"] == "TrainingRuntime")
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return [job["template"]["spec"]["template"]["spec"] for job in jobs]
+
+
+@pytest.mark.parametrize("preset", ["cuda-torchrun", "cuda-deepspeed"])
+def test_preflight_is_the_runs_trainjob_with_the_probe_as_its_script(
+    preset: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "preflight.yaml"
+    result = _preflight(preset, "--dry-run", "--quick", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    probe = list(yaml.safe_load_all(out.read_text()))
+    run = kubernetes_manifests(_resolved(preset), image=probe[-1]["spec"]["trainer"]["image"])
+    name = f"{preset}-preflight"
+    scripts = probe[0]
+    assert (scripts["kind"], scripts["metadata"]["name"]) == ("ConfigMap", f"{name}-preflight")
+    assert set(scripts["data"]) == {"preflight.py", "preflight_devices.py", "collect.py"}
+    # every pod (the launcher's and the nodes') reads the probe at the same path
+    for pod in _pod_specs(probe):
+        volume = next(v for v in pod["volumes"] if v["name"] == "preflight")
+        assert volume["configMap"]["name"] == f"{name}-preflight"
+        for container in pod["containers"]:
+            assert {
+                "name": "preflight",
+                "mountPath": "/etc/builder/preflight",
+                "readOnly": True,
+            } in (container["volumeMounts"])
+    trainer, run_trainer = probe[-1]["spec"]["trainer"], run[-1]["spec"]["trainer"]
+    assert "/etc/builder/preflight/preflight.py" in trainer["args"]
+    assert "train.py" not in trainer["args"]
+    assert "--quick" in trainer["args"]
+    # the run's image, resources, node count, environment and claims
+    for key in ("image", "numNodes", "numProcPerNode", "resourcesPerNode"):
+        assert trainer.get(key) == run_trainer.get(key), key
+    assert {e["name"] for e in trainer["env"]} == {e["name"] for e in run_trainer["env"]}
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for pod in _pod_specs(probe)
+        for v in pod["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == {f"{preset}-code", f"{preset}-cache"}
+    assert "PersistentVolumeClaim" not in _kinds(probe)
+    again = tmp_path / "again.yaml"
+    assert _preflight(preset, "--dry-run", "--quick", "-o", str(again)).exit_code == 0
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_the_runs_claims_carry_the_label_that_makes_only_them() -> None:
+    objects = kubernetes_manifests(_resolved("cuda-torchrun"), image=IMAGE)
+    claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    assert len(claims) == 2
+    assert all(c["metadata"]["labels"]["app.kubernetes.io/component"] == "storage" for c in claims)
+    others = [o for o in objects if o["kind"] != "PersistentVolumeClaim"]
+    assert all("app.kubernetes.io/component" not in o["metadata"]["labels"] for o in others)
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "named"),
+    [
+        (("--quick",), 2, "--dry-run"),  # builder runs no kubectl
+        (("--dry-run", "--rehearse"), 2, "--rehearse"),
+        (("--dry-run", "--cluster-dir", "c"), 2, "--cluster-dir"),
+        (("--dry-run", "--from-log", "x.log"), 2, "--from-log"),
+        (("--dry-run", "--job", "pytorchjob", "-o", "k.yaml"), 1, "--job"),
+    ],
+)
+def test_preflight_on_kubernetes_refuses_what_does_not_belong(
+    extra: tuple[str, ...], code: int, named: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _preflight("cpu-deepspeed", *extra)
+    assert result.exit_code == code, result.output
+    assert named in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", [("--job", "trainjob"), ("-o", "k.yaml")])
+def test_kubernetes_options_without_the_scheduler_are_refused(option: tuple[str, str]) -> None:
+    result = CliRunner().invoke(app, ["preflight", "--preset", "cpu-deepspeed", *option])
+    assert result.exit_code == 2
+    assert "--scheduler kubernetes" in result.output
+
+
+def _pods_log(found: list[dict[str, Any]]) -> str:
+    # as `kubectl logs --prefix` shows them: the pod and container before each line
+    return "".join(
+        f"[pod/{r['node']}-x7k2q/node] starting\n[pod/{r['node']}-x7k2q/node] {MARK}"
+        + __import__("json").dumps(r)
+        + "\n"
+        for r in found
+    )
+
+
+def test_from_log_judges_the_pods_logs_as_the_ssh_run_is_judged(tmp_path: Path) -> None:
+    from builder import PreflightSettings, kubernetes_expected
+    from tests.unit.test_preflight import reports
+
+    want = kubernetes_expected(_resolved("cuda-torchrun"), PreflightSettings())
+    assert want.nodes == (
+        "cuda-torchrun-preflight-node-0-0.cuda-torchrun-preflight",
+        "cuda-torchrun-preflight-node-0-1.cuda-torchrun-preflight",
+    )
+    found = reports(want)
+    log = tmp_path / "probe.log"
+    log.write_text(_pods_log(found))
+    result = _preflight("cuda-torchrun", "--from-log", str(log))
+    assert result.exit_code == 0, result.output
+    assert "cuda-torchrun-preflight-node-0-1" in result.stdout
+    assert "ok: preflight passed on 2 nodes" in result.output
+    log.write_text(_pods_log([r for r in found if r["rank"] < want.slots]))
+    result = _preflight("cuda-torchrun", "--from-log", str(log))
+    assert result.exit_code != 0
+    assert "cuda-torchrun-preflight-node-0-1" in result.output
+
+
+def test_from_log_of_a_missing_file_is_refused(tmp_path: Path) -> None:
+    result = _preflight("cuda-torchrun", "--from-log", str(tmp_path / "none.log"))
+    assert result.exit_code == 2
+    assert "--from-log" in result.output
+
+
+def test_from_log_without_the_scheduler_judges_the_ssh_plans_nodes(tmp_path: Path) -> None:
+    from builder import ClusterPreflight, PreflightSettings, Ssh
+    from tests.unit.test_preflight import output, reports
+
+    resolved = resolve(load_preset("cpu-deepspeed").spec)
+    want = ClusterPreflight(
+        resolved,
+        image="x",
+        cluster_dir=tmp_path / "cluster",
+        settings=PreflightSettings(),
+        ssh=Ssh(None),
+    ).expected()
+    log = tmp_path / "launch.log"
+    log.write_text(output(reports(want)))
+    result = CliRunner().invoke(
+        app, ["preflight", "--preset", "cpu-deepspeed", "--from-log", str(log), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert '"ok": true' in result.stdout
+
+
+def test_stack_digest_pins_the_image_of_every_pod(tmp_path: Path) -> None:
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(preset_text("cuda-torchrun"))
+    image = load_preset("cuda-torchrun").spec.image
+    reference = f"{image.name}:{image.tag}"
+    digest = "sha256:" + "b" * 64
+    record = {"schema": PIN_SCHEMA, "reference": reference, "digest": digest}
+    (tmp_path / "stack.digest").write_text(json.dumps(record))
+    for command in (["kubernetes"], ["preflight", "--scheduler", "kubernetes", "--dry-run"]):
+        result = CliRunner().invoke(app, [*command, str(spec), "-o", "-"])
+        assert result.exit_code == 0, result.output
+        objects = list(yaml.safe_load_all(result.stdout))
+        images = {c["image"] for c in _containers(objects)} | {
+            objects[-1]["spec"]["trainer"]["image"]
+        }
+        assert len(images) == 1
+        assert images.pop().endswith("@" + digest)
+
+
+def test_a_launcher_only_slurm_runs_exits_1_naming_it(tmp_path: Path) -> None:
+    spec = tmp_path / "stack.yaml"
+    spec.write_text(
+        "name: t\nimage: {accelerator: cpu, torch: '2.11.0'}\nlaunch: {launcher: srun}\n"
+    )
+    out = tmp_path / "k.yaml"
+    for command in (["kubernetes"], ["preflight", "--scheduler", "kubernetes", "--dry-run"]):
+        result = CliRunner().invoke(app, [*command, str(spec), "-o", str(out)])
+        assert result.exit_code == 1, result.output
+        assert "launch.launcher" in result.output
+        assert not out.exists()

@@ -1,0 +1,94 @@
+"""Preflight on Kubernetes: the probe as the run's own TrainJob (or PyTorchJob), written
+for kubectl, and the pods' logs judged here.
+
+The probe's manifests are the Kubernetes scheduler's for the probe's stack
+(``probe_stack``: the run named NAME-preflight, the probe as its script): the same
+image, runtime, launcher, resources, volumes (the run's claims), node selector and
+environment. The
+probe's scripts reach the pods in one more ConfigMap, ``NAME-preflight-preflight``,
+mounted read-only at /etc/builder/preflight (where the other runtimes bind them), so
+the launcher starts the probe instead of launch.script. builder runs no kubectl: the
+user applies the files and saves the pods' logs; ``judge_log`` (report.py) reads the
+probe's ``BUILDER_PREFLIGHT`` lines from them, as ``builder preflight`` reads a launch's
+output, against the pods as the hostfile names them (``kubernetes_expected``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from builder.payload import payload_text
+from builder.preflight.cluster import FOLDER, MOUNT, probe_stack
+from builder.preflight.probe import FILES, expected_of
+from builder.schedulers.kubernetes import (
+    PodFiles,
+    job_kind,
+    kubernetes_text,
+    pod_hosts,
+    write_kubernetes,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.preflight.probe import Settings
+    from builder.preflight.report import Expected
+    from builder.resolved import Resolved
+
+
+def probe_files() -> PodFiles:
+    """The probe's scripts, for every pod at MOUNT."""
+    return PodFiles(FOLDER, MOUNT, tuple((name, payload_text(name)) for name in FILES))
+
+
+def kubernetes_probe(resolved: Resolved, settings: Settings) -> Resolved:
+    """The run with the probe as its script, read from the probe's ConfigMap, on the run's
+    own claims for launch.code and launch.cache (the site's, or the run's NAME-code and
+    NAME-cache): the probe writes none of its own."""
+    spec = resolved.spec
+    k8s = spec.launch.kubernetes
+    claims = replace(
+        k8s,
+        code_claim=k8s.code_claim or (f"{spec.name}-code" if spec.launch.code else None),
+        cache_claim=k8s.cache_claim or (f"{spec.name}-cache" if spec.launch.cache else None),
+    )
+    run = resolved.with_spec(replace(spec, launch=replace(spec.launch, kubernetes=claims)))
+    return probe_stack(run, settings)
+
+
+def preflight_manifests_text(
+    resolved: Resolved, *, image: str, settings: Settings, job: str | None = None
+) -> str:
+    """The probe's manifests as kubectl reads them (refused, as the run's are, where the
+    run needs a Secret: those go only in a 0600 file, ``write_preflight_manifests``)."""
+    probe = kubernetes_probe(resolved, settings)
+    return kubernetes_text(probe, image=image, job=job, files=probe_files())
+
+
+def write_preflight_manifests(
+    resolved: Resolved,
+    output: Path,
+    *,
+    image: str,
+    settings: Settings,
+    job: str | None = None,
+    force: bool = False,
+) -> list[Path]:
+    """The probe's manifests at output and its Secrets (0600) beside it, as
+    ``write_kubernetes`` writes the run's."""
+    probe = kubernetes_probe(resolved, settings)
+    return write_kubernetes(probe, output, image=image, job=job, force=force, files=probe_files())
+
+
+def kubernetes_expected(resolved: Resolved, settings: Settings, job: str | None = None) -> Expected:
+    """What the probe's reports should show, on the probe's pods in the hostfile's order."""
+    probe = kubernetes_probe(resolved, settings)
+    return expected_of(
+        resolved.platform,
+        tuple(pod_hosts(probe, job_kind(probe, job))),
+        resolved.spec.launch.slots,
+        fabric=resolved.fabric.name,
+        env=resolved.run_environment(),
+        settings=settings,
+    )
