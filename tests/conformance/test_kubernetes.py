@@ -8,7 +8,6 @@ field, each kind of mistake; then every preset's manifests go through it."""
 from __future__ import annotations
 
 import copy
-import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -620,15 +619,6 @@ SITE_CLAIMS: dict[str, Any] = {
 """The site's runtime and claims instead of builder's (runtimePatches carry the pods)."""
 
 
-def _emitter() -> Any:
-    """builder.kubernetes_manifests; until it exists the tests skip, except under
-    BUILDER_REQUIRE_REAL=1 (CI), where they fail."""
-    emit = getattr(builder, "kubernetes_manifests", None)
-    if emit is None and os.environ.get("BUILDER_REQUIRE_REAL") != "1":
-        pytest.skip("builder.kubernetes_manifests does not exist yet (issue 30)")
-    return builder.kubernetes_manifests if emit is None else emit
-
-
 def _stack(preset: str, options: dict[str, Any] | None, fabric: str | None = None) -> Any:
     """The preset, or the preset with launch.kubernetes options (and a secret in launch.env)."""
     if options is None:
@@ -646,7 +636,7 @@ def _stack(preset: str, options: dict[str, Any] | None, fabric: str | None = Non
 def _manifests(stack: Any, job: str) -> list[dict[str, Any]] | None:
     """The job's objects and its secrets, or None where builder rightly refuses the job
     (a PyTorchJob runs torchrun only)."""
-    emit = _emitter()
+    emit = builder.kubernetes_manifests
     resolved = builder.resolve(stack, scheduler_name="kubernetes")
     if job == "pytorchjob" and resolved.launcher.name != "torchrun":
         with pytest.raises(builder.SpecError, match="PyTorchJob"):
@@ -699,7 +689,6 @@ def test_the_sites_runtime_and_claims_pass_their_owners_models(preset: str) -> N
 @pytest.mark.parametrize("job", JOBS)
 @pytest.mark.parametrize("preset", builder.preset_names())
 def test_the_cli_writes_yaml_kubectl_reads(preset: str, job: str, tmp_path: Path) -> None:
-    _emitter()
     if job == "pytorchjob" and builder.load_preset(preset).spec.launch.launcher != "torchrun":
         return  # refused, as the library refuses it (above)
     # `-o -` where stdout can carry it all; a file (and its 0600 secrets neighbour) else
@@ -727,7 +716,6 @@ def test_the_preflights_trainjob_passes_its_owners_models(
 ) -> None:
     """`builder preflight --scheduler kubernetes --dry-run -o FILE`: the probe's objects
     (its scripts' ConfigMap, the runtime, the job, its Secrets) meet the same models."""
-    _emitter()
     if job == "pytorchjob" and builder.load_preset(preset).spec.launch.launcher != "torchrun":
         return  # refused, as the run's manifests are (above)
     out = tmp_path / "preflight.yaml"
