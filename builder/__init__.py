@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "get_runtime": "builder.launch.runtimes:runtime",
     "sbatch_script": "builder.schedulers.slurm",
     "kubernetes_manifests": "builder.schedulers.kubernetes",
+    "KUBERNETES_JOBS": "builder.spec.records",
     "kubernetes_secrets": "builder.schedulers.kubernetes",
     "kubernetes_text": "builder.schedulers.kubernetes",
     "write_kubernetes": "builder.schedulers.kubernetes",

@@ -126,11 +126,13 @@ from builder.spec.loader import spec_from_dict as spec_from_dict
 from builder.spec.presets import preset_names as preset_names
 from builder.spec.presets import preset_summaries as preset_summaries
 from builder.spec.presets import preset_text as preset_text
+from builder.spec.records import KUBERNETES_JOBS as KUBERNETES_JOBS
 from builder.spec.records import Spec as Spec
 from builder.spec.records import spec_json_schema as spec_json_schema
 
 __all__ = [
     "APPTAINER_PROGRAMS",
+    "KUBERNETES_JOBS",
     "MAX_HOSTFILE_BYTES",
     "MAX_REHEARSAL_NODES",
     "RENDER_FORMATS",

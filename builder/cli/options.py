@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from builder import (
+    KUBERNETES_JOBS,
     RENDER_FORMATS,
     OutputFile,
     Stack,
@@ -170,7 +171,7 @@ KubernetesJobOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
         "--job",
-        **Choice(("trainjob", "pytorchjob")).option,
+        **Choice(KUBERNETES_JOBS).option,
         help="trainjob (Kubeflow Trainer v2) or pytorchjob (default: launch.kubernetes.job).",
         show_default=False,
     ),
