@@ -76,6 +76,7 @@ from builder.launch.plan import network_warnings as network_warnings
 from builder.launch.plan import plan_warnings as plan_warnings
 from builder.launch.runtimes import names as runtime_names
 from builder.launch.runtimes import runtime as get_runtime
+from builder.launch.secrets import secret_files as secret_files
 from builder.launch.sif import APPTAINER_PROGRAMS as APPTAINER_PROGRAMS
 from builder.launch.sif import sif_build_argv as sif_build_argv
 from builder.launch.sif import sif_notes as sif_notes
@@ -107,6 +108,9 @@ from builder.rehearse.run import rehearse as rehearse_stack
 from builder.rehearse.run import why_not_rehearsed as why_not_rehearsed
 from builder.resolved import Resolved as Resolved
 from builder.resolved import resolve as resolve
+from builder.schedulers import get as get_scheduler
+from builder.schedulers import names as scheduler_names
+from builder.schedulers.base import Scheduler as Scheduler
 from builder.schedulers.kubernetes import PodFiles as PodFiles
 from builder.schedulers.kubernetes import kubernetes_manifests as kubernetes_manifests
 from builder.schedulers.kubernetes import kubernetes_secrets as kubernetes_secrets
@@ -158,6 +162,7 @@ __all__ = [
     "Reference",
     "RegistryError",
     "Resolved",
+    "Scheduler",
     "Shipment",
     "Spec",
     "SpecError",
@@ -178,6 +183,7 @@ __all__ = [
     "expand_nodelist",
     "get_launcher",
     "get_runtime",
+    "get_scheduler",
     "hostfile_text",
     "hosts_from_nodes",
     "image_for",
@@ -240,6 +246,8 @@ __all__ = [
     "runtime_names",
     "sarif_text",
     "sbatch_script",
+    "scheduler_names",
+    "secret_files",
     "secrets_path",
     "ship_image",
     "sif_build_argv",

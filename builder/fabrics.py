@@ -114,6 +114,10 @@ class Fabric:
     kubernetes_resource: str | None = None
     """The device plugin's resource a pod asks for to reach it (launch.kubernetes.rdma_resource
     overrides: the RDMA shared device plugin's names are each site's own)."""
+    host_interfaces: bool = False
+    """A pod reaches it only through the host's interfaces or a secondary network: the
+    RDMA shared device plugin gives a pod the HCA, not the IPoIB or RoCE netdev whose
+    addresses (GIDs) the verbs connections use (the EFA device plugin's device is enough)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ FABRICS: dict[str, Fabric] = {
             net="IB",
             needs_memlock=True,
             kubernetes_resource=RDMA_RESOURCE,
+            host_interfaces=True,
         ),
         Fabric(
             "roce",
@@ -154,6 +159,7 @@ FABRICS: dict[str, Fabric] = {
             net="IB",  # NCCL's IB transport drives RoCE NICs too
             needs_memlock=True,
             kubernetes_resource=RDMA_RESOURCE,
+            host_interfaces=True,
         ),
         # CUDA (NCCL) on P4/P5 instances, first-gen Gaudi (HCCL) on DL1: each library
         # brings its own EFA userspace and flags

@@ -20,12 +20,15 @@ from builder.fabrics import fabric
 from builder.image.inputs import BuildInputs, with_base
 from builder.launch import launchers
 from builder.launch.runtimes import runtime
+from builder.launch.secrets import is_secret_name, secret_names
 from builder.lock.apply import with_lock
 from builder.model import did_you_mean
 from builder.spec.check import launcher_problems
 from builder.spec.loader import Stack
+from builder.spec.records import env_value_problem
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from builder.architectures import Architecture
@@ -84,6 +87,35 @@ class Resolved:
             raise ValueError("with_spec changes the run, never the image")
         return replace(self, stack=replace(self.stack, spec=spec))
 
+    def with_settings(self, values: Mapping[str, str], option: str = "--set") -> Resolved:
+        """The same run with values added to (or overriding) launch.env: a command's
+        ``--set NAME=VALUE``, which then reaches every rank on every site as launch.env
+        does. Only what changed is checked: the values as launch.env takes them, and no
+        secret (a command line is no place for one: launch.env and launch.secret carry
+        secrets, in 0600 files)."""
+        if not values:
+            return self
+        launch = self.spec.launch
+        secret = sorted(
+            name for name in values if name in secret_names(launch) or is_secret_name(name)
+        )
+        if secret:
+            raise UsageError(
+                f"{option} {', '.join(secret)}: a secret never goes on a command line (every "
+                "user of the machine reads it in ps, and builder prints its plans with it); set "
+                "it in launch.env (named in launch.secret if its name does not say so): it "
+                "travels only in the run folder's 0600 secrets files",
+                field=option,
+                value=tuple(secret),
+            )
+        for name, value in values.items():
+            problem = env_value_problem(name, value)
+            if problem:
+                raise UsageError(f"{option} {name}: {problem}", field=option, value=name)
+        env = {**launch.env, **values}
+        spec = replace(self.spec, launch=replace(launch, env=env))
+        return replace(self, stack=replace(self.stack, spec=spec))
+
     def run_environment(self) -> dict[str, str]:
         """What every rank's environment gets: the platform's advice (and its multi-node
         NVLink settings, launch.mnnvl), the launcher's policy (torchrun's restarts), the
@@ -123,7 +155,7 @@ def resolve(
     stack = with_base(stack, inputs)
     inputs = with_lock(stack, inputs, lock_of, engine)
     spec = stack.spec
-    scheduler = schedulers.get(scheduler_name)
+    scheduler = _scheduler(scheduler_name)
     run = runtime(runtime_name or scheduler.runtime_of(spec.launch))
     launcher = _launcher(spec, launcher_name or spec.launch.launcher)
     platform = platforms.get(spec.image.accelerator)
@@ -137,6 +169,18 @@ def resolve(
         runtime=run,
         scheduler=scheduler,
     )
+
+
+def _scheduler(name: str) -> Scheduler:
+    """The scheduler called name: every module of builder.schedulers is one."""
+    if name not in schedulers.names():
+        raise UsageError(
+            f"--scheduler {name!r}: choose one of {', '.join(schedulers.names())}"
+            + did_you_mean(name, schedulers.names()),
+            field="--scheduler",
+            value=name,
+        )
+    return schedulers.get(name)
 
 
 def _launcher(spec: Spec, name: str) -> Launcher:

@@ -23,10 +23,11 @@ from builder import (
     parse_assignments,
     plan_warnings,
     sbatch_script,
+    scheduler_names,
+    secret_files,
     sif_build_argv,
     sif_notes,
     squashfs_import_argv,
-    write_bundle,
     write_cluster_file,
     write_kubernetes,
 )
@@ -61,9 +62,23 @@ CLUSTER_DIR = "--cluster-dir"
 
 SetOpt = Annotated[
     Optional[list[str]],  # noqa: UP045
-    typer.Option("--set", help="NAME=VALUE to add to .deepspeed_env or override; repeatable."),
+    typer.Option(
+        "--set",
+        metavar="NAME=VALUE",
+        help="A variable every rank gets, added to launch.env or overriding it; repeatable.",
+    ),
 ]
-"""dsenv's and bundle's --set: the same values reach the same file either way."""
+"""--set of every command that writes or prints a run: the values join launch.env
+(``Resolved.with_settings``), so they reach every rank on every site as launch.env does."""
+SchedulerOpt = Annotated[
+    str,
+    typer.Option(
+        "--scheduler",
+        metavar="[" + "|".join(scheduler_names()) + "]",
+        help="The site the run folder is for: ssh (launch.sh on each node), slurm (a batch "
+        "job), kubernetes (manifests).",
+    ),
+]
 
 if TYPE_CHECKING:
     from builder.resolved import Resolved
@@ -155,13 +170,12 @@ def dsenv(
     """Write .deepspeed_env: the variables DeepSpeed's pdsh launcher exports on every node."""
     refuse_stdout(as_json, output)
     file_option(output)
-    resolved = resolved_of(stack_of(spec, preset))
-    extra = parse_assignments(set_ or [], "--set")
+    resolved = with_set(resolved_of(stack_of(spec, preset)), set_)
     image_env = None
     if image is not None:
         pairs = (item.partition("=") for item in connect().image(image).env)
         image_env = {key: value for key, _, value in pairs}
-    text = dsenv_for(resolved, extra, image_env)
+    text = dsenv_for(resolved, {}, image_env)
     set_result(files_result(write_output(text, output, force=force)))
 
 
@@ -175,6 +189,7 @@ def launch(
     ] = Path("cluster"),
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
+    set_: SetOpt = None,
     infiniband: Annotated[bool, typer.Option("--infiniband", hidden=True)] = False,
     aws_efa: Annotated[bool, typer.Option("--aws-efa", hidden=True)] = False,
     as_json: JsonOpt = False,
@@ -188,7 +203,8 @@ def launch(
             "the containers need"
         )
     folder_option(cluster_dir, CLUSTER_DIR)
-    resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
+    stack = stack_of(spec, preset)
+    resolved = with_set(resolved_of(stack, runtime=runtime, launcher=launcher), set_)
     plan = launch_plan(
         resolved,
         image=plan_image(resolved, image, spec),
@@ -205,8 +221,12 @@ def bundle(
     spec: SpecArg = None,
     preset: PresetOpt = None,
     cluster_dir: Annotated[
-        Path, typer.Option("--cluster-dir", "--output", "-o", help="Folder to write.")
+        Path,
+        typer.Option(
+            "--cluster-dir", "--output", "-o", help="Folder to write (the nodes see it here)."
+        ),
     ] = Path("cluster"),
+    scheduler: SchedulerOpt = "ssh",
     image: ImageOpt = None,
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
@@ -214,16 +234,20 @@ def bundle(
     force: ForceOpt = False,
     as_json: JsonOpt = False,  # noqa: ARG001 - read by the envelope, through its callback
 ) -> None:
-    """Write keys, hostfile, .deepspeed_env, the launch commands and a README in one folder."""
+    """Write the whole folder of a run for one site, with a README of the next commands:
+    ssh (keys, hostfile, .deepspeed_env, launch.sh), slurm (the batch job) or kubernetes
+    (the manifests); the secrets of launch.env in 0600 files beside them."""
     folder_option(cluster_dir, CLUSTER_DIR)
-    resolved = resolved_of(stack_of(spec, preset), runtime=runtime, launcher=launcher)
-    written = write_bundle(
+    stack = stack_of(spec, preset)
+    resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=scheduler)
+    resolved = with_set(resolved, set_)
+    written = resolved.scheduler.write(
         resolved,
         cluster_dir,
         image=plan_image(resolved, image, spec),
         force=force,
-        dsenv=parse_assignments(set_ or [], "--set"),
         spec_ref=spec_ref(spec, preset),
+        settings=bool(set_),
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
@@ -248,19 +272,30 @@ def slurm(
             help="torchrun: the one launcher Slurm runs per node (default: the spec's).",
         ),
     ] = None,
+    set_: SetOpt = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the sbatch script: one task per node, each running torchrun in the runtime."""
+    """Write the batch script alone: srun runs the launcher in the runtime on every node
+    (one task per node; launcher srun: one per rank). `builder bundle --scheduler slurm`
+    writes it with the files it reads (secrets) and a README."""
     refuse_stdout(as_json, output)
     folder_option(cluster_dir, CLUSTER_DIR)
     stack = stack_of(spec, preset)
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=SLURM)
+    resolved = with_set(resolved, set_)
     text = sbatch_script(
         resolved, image=plan_image(resolved, image, spec), cluster_dir=str(cluster_dir.resolve())
     )
     written = write_output(text, output, force=force)
+    if secret_files(resolved.spec):
+        typer.echo(
+            f"note: the job reads launch.env's secrets from {cluster_dir.resolve()}/secrets.sh "
+            "(0600) on every node; `builder bundle --scheduler slurm -o "
+            f"{shlex.quote(str(cluster_dir))}` writes it beside the script",
+            err=True,
+        )
     warn(resolved)
     set_result(files_result(written))
 
@@ -271,6 +306,7 @@ def kubernetes(
     preset: PresetOpt = None,
     image: ImageOpt = None,
     job: KubernetesJobOpt = None,
+    set_: SetOpt = None,
     output: OutputFileOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
@@ -282,7 +318,7 @@ def kubernetes(
     the manifests: `kubectl apply -f NAME.secrets.yaml -f FILE`."""
     refuse_stdout(as_json, output)
     stack = stack_of(spec, preset)
-    resolved = resolved_of(stack, scheduler=KUBERNETES)
+    resolved = with_set(resolved_of(stack, scheduler=KUBERNETES), set_)
     reference = plan_image(resolved, image, spec)
     if output is None or str(output) == "-":
         text = kubernetes_text(resolved, image=reference, job=job)
@@ -310,6 +346,11 @@ def spec_ref(spec: Path | None, preset: str | None) -> str:
     if spec is not None and str(spec) != "-":
         return shlex.quote(str(spec))
     return f"--preset {shlex.quote(preset)}" if preset else "stack.yaml"
+
+
+def with_set(resolved: Resolved, items: list[str] | None) -> Resolved:
+    """The run with the command's --set values in launch.env."""
+    return resolved.with_settings(parse_assignments(items or [], "--set"))
 
 
 def warn(resolved: Resolved) -> None:

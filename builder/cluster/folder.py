@@ -92,9 +92,9 @@ def check_rewrite(files: Iterable[OutputFile], directory: Path, *, stack: str) -
         raise OutputExists(
             f"{shown} already exist{'s' if len(clashes) == 1 else ''} with other content, not "
             f"written by builder for stack {stack} (edited since, or from other options: "
-            "`dsenv --set` values go to `bundle --set` too, a `hostfile --nodes` list to "
-            "launch.nodes); nothing was written. Pass --force to replace, or choose "
-            "another --cluster-dir.",
+            "a command's --set values are the run's: give them again, or put them in "
+            "launch.env; a `hostfile --nodes` list goes to launch.nodes); nothing was "
+            "written. Pass --force to replace, or choose another --cluster-dir.",
             paths=clashes,
         )
 

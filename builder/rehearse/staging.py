@@ -129,7 +129,9 @@ def workload_of(
     )
     if slurm:  # the machine's CPUs, shared by each node's tasks
         tasks = launcher.tasks_per_node(launch.slots)
-        cpus = replace(launch.slurm, cpus_per_task=max(1, (os.cpu_count() or 1) // tasks))
+        cpus = replace(
+            launch.slurm, cpus_per_node=None, cpus_per_task=max(1, (os.cpu_count() or 1) // tasks)
+        )
         launch = replace(launch, slurm=cpus)
     staged = resolve(replace(resolved.stack, spec=replace(spec, launch=launch)))
     if not probe:

@@ -91,6 +91,10 @@ ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
 PYTORCH = "pytorch"
 """The Training Operator's container name in a PyTorchJob."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+POD_INTERFACES = ("eth0", "lo")
+"""What every pod has of its own (the cluster network's veth, loopback)."""
+MULTUS = "k8s.v1.cni.cncf.io/networks"
+"""The pod annotation Multus reads: the secondary networks a pod joins."""
 MANAGED = {"app.kubernetes.io/managed-by": "builder"}
 STORAGE = {"app.kubernetes.io/component": "storage"}
 """The claims' label: ``kubectl apply -f FILE -l app.kubernetes.io/component=storage`` makes
@@ -104,6 +108,7 @@ POD_RUNTIME = docker.RUNTIME
 the code, the cache at their paths, the environment inherited by ssh sessions."""
 MANIFEST = "kubernetes.yaml"
 SECRETS = "kubernetes.secrets.yaml"
+README = "README.md"
 MAX_SECRETS_FILE = 1024 * 1024
 _LONGEST_POD = f"-{LAUNCHER}-0-0"
 """The longest suffix the JobSet adds to the job's name for a pod's hostname (a label)."""
@@ -133,17 +138,30 @@ class Kubernetes(Scheduler):
     def runtime_of(self, launch: LaunchSpec) -> str:  # noqa: ARG002 - a pod is a container
         return POD_RUNTIME.name
 
+    environment_files = (MANIFEST,)
+
     def materialize(
         self,
         resolved: Resolved,
         *,
         image: str,
-        cluster_dir: Path,  # noqa: ARG002 - the cluster folder is the pods' own
-        force: bool = False,  # noqa: ARG002 - a host key kept is the caller's (host_key)
+        cluster_dir: Path,
+        force: bool = False,
+        spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
+        """The manifests, the Secrets they read (0600) and a README with the commands
+        from here to the run; the cluster host key of an earlier secrets file in the
+        folder is kept unless force (the pods' known_hosts pin it)."""
         objects = kubernetes_manifests(resolved, image=image)
-        files = [OutputFile(MANIFEST, 0o644, manifests_yaml(objects))]
-        secrets = kubernetes_secrets(resolved)
+        files = [
+            OutputFile(MANIFEST, 0o644, manifests_yaml(objects)),
+            OutputFile(README, 0o644, _readme(resolved, image, spec_ref)),
+        ]
+        earlier = cluster_dir / SECRETS
+        kept = None
+        if not force and earlier.is_file() and earlier.stat().st_size <= MAX_SECRETS_FILE:
+            kept = kept_host_key(earlier.read_text(errors="replace"), resolved.spec.name)
+        secrets = kubernetes_secrets(resolved, host_key=kept)
         if secrets:
             files.append(OutputFile(SECRETS, SECRET_MODE, manifests_yaml(secrets)))
         return files
@@ -223,6 +241,7 @@ def kubernetes_manifests(
     kind = job_kind(resolved, job)
     resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=SCHEDULER)
     check_pair(resolved)
+    _check_network(resolved)
     spec, launcher = resolved.spec, resolved.launcher
     k8s = spec.launch.kubernetes
     nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
@@ -540,6 +559,15 @@ class _Pod:
             )
         return volumes
 
+    def pod_metadata(self, labels: dict[str, str] | None = None) -> Manifest:
+        """The pod template's metadata: labels, and the secondary network it joins."""
+        metadata: Manifest = {}
+        if labels:
+            metadata["labels"] = dict(labels)
+        if self.k8s.network:
+            metadata["annotations"] = {MULTUS: self.k8s.network}
+        return metadata
+
     def _cluster_volume(self) -> Manifest:
         """The cluster folder as the entrypoint reads a bundle: builder's ConfigMap, the
         host key Secret, and the MPI plugin's key Secret under the bundle's names."""
@@ -606,6 +634,9 @@ class _Pod:
     def pod_spec(self, containers: list[Manifest], *, cluster: bool, restart: str) -> Manifest:
         spec: Manifest = {"restartPolicy": restart, "containers": containers}
         k8s = self.k8s
+        if k8s.host_network:
+            spec["hostNetwork"] = True
+            spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # the job's Service names still resolve
         if k8s.node_selector:
             spec["nodeSelector"] = dict(k8s.node_selector)
         if k8s.tolerations:
@@ -638,15 +669,22 @@ def _job_labels(resolved: Resolved) -> dict[str, str]:
 
 
 def _replicated_job(
-    name: str, pod_spec: Manifest, *, ancestor: bool, depends: str | None = None
+    name: str, pod: _Pod, pod_spec: Manifest, *, ancestor: bool, depends: str | None = None
 ) -> Manifest:
+    """One replicated Job of the runtime's JobSet. Its backoffLimit is launch.restarts,
+    written out: Kubernetes' default (6) would run a failed node's pod, and so the
+    training, six more times where the spec asked for no restart."""
     job: Manifest = {"name": name}
     if depends:
         job["dependsOn"] = [{"name": depends, "status": "Ready"}]
     template: Manifest = {}
     if ancestor:
         template["metadata"] = {"labels": dict(ANCESTOR)}
-    template["spec"] = {"template": {"spec": pod_spec}}
+    pod_template: Manifest = {"spec": pod_spec}
+    if metadata := pod.pod_metadata():
+        pod_template = {"metadata": metadata, **pod_template}
+    restarts = pod.launch.restarts
+    template["spec"] = {"backoffLimit": restarts, "template": pod_template}
     job["template"] = template
     return job
 
@@ -662,7 +700,9 @@ def _torch_runtime(resolved: Resolved, pod: _Pod, nnodes: int) -> Manifest:
         ),
         "spec": {
             "mlPolicy": {"numNodes": nnodes, "torch": {}},
-            "template": {"spec": {"replicatedJobs": [_replicated_job(NODE, spec, ancestor=True)]}},
+            "template": {
+                "spec": {"replicatedJobs": [_replicated_job(NODE, pod, spec, ancestor=True)]}
+            },
         },
     }
 
@@ -682,9 +722,12 @@ def _mpi_runtime(resolved: Resolved, pod: _Pod, nnodes: int) -> Manifest:
         "runLauncherAsNode": True,
     }
     jobs = [
-        _replicated_job(NODE, pod.pod_spec([sshd], cluster=True, restart="Never"), ancestor=False),
+        _replicated_job(
+            NODE, pod, pod.pod_spec([sshd], cluster=True, restart="Never"), ancestor=False
+        ),
         _replicated_job(
             LAUNCHER,
+            pod,
             pod.pod_spec([launcher], cluster=True, restart="Never"),
             ancestor=True,
             depends=NODE,
@@ -752,14 +795,16 @@ def _runtime_patch(pod: _Pod, policy: str) -> Manifest:
     container["volumeMounts"] = pod.mounts(cluster)
     patch["containers"] = [container]
     jobs = [NODE, LAUNCHER] if cluster else [NODE]
+    template: Manifest = {"spec": patch}
+    if metadata := pod.pod_metadata():  # Trainer's patch takes the pods' annotations
+        template = {"metadata": metadata, **template}
     return {
         "manager": "builder",
         "trainingRuntimeSpec": {
             "template": {
                 "spec": {
                     "replicatedJobs": [
-                        {"name": job, "template": {"spec": {"template": {"spec": patch}}}}
-                        for job in jobs
+                        {"name": job, "template": {"spec": {"template": template}}} for job in jobs
                     ]
                 }
             }
@@ -781,25 +826,72 @@ def _pytorchjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int) -> 
     port = [{"name": "pytorchjob-port", "containerPort": resolved.spec.launch.master_port}]
     container = pod.container(PYTORCH, args=argv, cluster=False, ports=port)
     spec = pod.pod_spec([container], cluster=False, restart="Never")
-    replicas: Manifest = {
-        "Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}
-    }
+    template: Manifest = {"spec": spec}
+    if metadata := pod.pod_metadata():
+        template = {"metadata": metadata, **template}
+    replicas: Manifest = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
     if nnodes > 1:
         replicas["Worker"] = {
             "replicas": nnodes - 1,
             "restartPolicy": "Never",
-            "template": {"spec": spec},
+            "template": template,
         }
     return {
         "apiVersion": TRAINING_API,
         "kind": "PyTorchJob",
         "metadata": _metadata(resolved, resolved.spec.name, _job_labels(resolved)),
         "spec": {
-            "runPolicy": {"cleanPodPolicy": "None"},  # the pods (and their logs) are kept
+            # the pods (and their logs) are kept; a failed pod reruns launch.restarts times
+            # at most (the operator's default would be 6 where the spec asked for none)
+            "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": resolved.spec.launch.restarts},
             "nprocPerNode": str(resolved.spec.launch.slots),
             "pytorchReplicaSpecs": replicas,
         },
     }
+
+
+def _check_network(resolved: Resolved) -> None:
+    """A pod has only lo and eth0 (its own network namespace, no secondary network): an
+    interface named by launch.socket_ifname, or the netdev an RDMA fabric addresses, is
+    there only with the host's network or a secondary one. Refused otherwise, naming both
+    ways: NCCL, gloo and HCCL would look for an interface that is not there."""
+    spec = resolved.spec
+    k8s = spec.launch.kubernetes
+    ways = (
+        "run the pods on the host's network (launch.kubernetes.host_network: true), or give "
+        "them a secondary network with that interface (launch.kubernetes.network: a Multus "
+        "NetworkAttachmentDefinition)"
+    )
+    problems = []
+    if k8s.host_network and k8s.network:
+        problems.append(
+            Problem(
+                "launch.kubernetes.network",
+                "a pod on the host's network (host_network) gets no secondary network "
+                "(Multus leaves hostNetwork pods alone): set one of them",
+            )
+        )
+    elif not (k8s.host_network or k8s.network):
+        interface = spec.launch.socket_ifname
+        if interface and interface not in POD_INTERFACES:
+            problems.append(
+                Problem(
+                    "launch.socket_ifname",
+                    f"{interface!r}: a pod has only lo and eth0, so the collectives would "
+                    f"look for an interface that is not there: {ways}; or leave "
+                    "socket_ifname unset (or eth0, the pod's own) on Kubernetes",
+                )
+            )
+        if resolved.fabric.host_interfaces:
+            problems.append(
+                Problem(
+                    "image.fabric",
+                    f"{resolved.fabric.name}: the RDMA device plugin gives a pod the HCA, not "
+                    f"the netdev whose addresses its connections use: {ways}",
+                )
+            )
+    if problems:
+        raise SpecError(resolved.stack.source, problems)
 
 
 def _refuse_secret_values(resolved: Resolved, objects: list[Manifest]) -> None:
@@ -817,3 +909,58 @@ def _refuse_secret_values(resolved: Resolved, objects: list[Manifest]) -> None:
     ]
     if found:
         raise SpecError(resolved.stack.source, found)
+
+
+def _readme(resolved: Resolved, image: str, spec_ref: str) -> str:
+    """The run folder's README: what the cluster needs, and the commands from here to the
+    run, its logs and its end."""
+    spec = resolved.spec
+    kind = job_kind(resolved)
+    name = spec.name
+    namespace = spec.launch.kubernetes.namespace
+    ns = f" -n {namespace}" if namespace else ""
+    if kind == PYTORCHJOB:
+        operator = "Kubeflow's Training Operator (kubeflow.org/v1 PyTorchJob)"
+        selector = f"training.kubeflow.org/job-name={name}"
+        resource = f"pytorchjob/{name}"
+    else:
+        operator = (
+            "Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob and "
+            "TrainingRuntime) with its JobSet controller"
+        )
+        selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+        resource = f"trainjob/{name}"
+    secrets = needs_secrets(resolved)
+    apply = (
+        f"kubectl apply{ns} -f {SECRETS} -f {MANIFEST}"
+        if secrets
+        else (f"kubectl apply{ns} -f {MANIFEST}")
+    )
+    secret_line = (
+        f"- `{SECRETS}` (0600): the Secrets the pods read (launch.env's secret values, an "
+        "ssh launcher's cluster host key); their values appear nowhere else.\n"
+        if secrets
+        else ""
+    )
+    return f"""# Kubernetes run: {name}
+
+Image `{image}`, {resolved.launcher.name} as a {kind}.
+
+## From here to the run
+
+1. The cluster needs {operator} installed.
+2. Build the image and push it to a registry every node pulls from:
+   `builder build {spec_ref}`, then `builder push {spec_ref}`.
+3. Start the run: `{apply}`.
+4. Watch it: `kubectl get{ns} {resource}` and `kubectl get{ns} pods -l {selector}`;
+   its logs: `kubectl logs{ns} -l {selector} --prefix --tail=-1`.
+5. End it (its pods on every node): `kubectl delete{ns} -f {MANIFEST}`.
+
+`builder bundle {spec_ref} --scheduler kubernetes -o FOLDER` writes this folder again
+after a change to the stack (the cluster host key is kept); files you changed by hand
+are refused, not replaced.
+
+## What is in it
+
+- `{MANIFEST}`: the run's objects, in the order kubectl applies them.
+{secret_line}"""

@@ -25,11 +25,13 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from builder.cluster.folder import RECORD
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.contract import JOB_HOSTFILE, JOB_LOGS
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
+from builder.launch.secrets import secret_files
 from builder.output import OutputFile
 from builder.schedulers.base import Scheduler
 from builder.spec.records import ENV_NAME
@@ -77,7 +79,8 @@ NODE_CHECK = (
     "bash",
     "-c",
     'while [ "$1" != -- ]; do if [ ! -e "$1" ]; then echo "job: $1 is missing on $(hostname);'
-    ' the code and cache folders, mounts, script and SIF must be on every node at the same path"'
+    " the run folder (builder bundle --scheduler slurm writes it, secrets included), the code"
+    ' and cache folders, mounts, script and SIF must be on every node at the same path"'
     ' >&2; exit 1; fi; shift; done; shift; exec "$@"',
     "node-check",
 )
@@ -103,10 +106,14 @@ DOCKER_UNDER_SRUN = (
     "environment is the image; set launch.slurm.docker: true to accept docker anyway"
 )
 CPUS_ADVICE = (
-    "set it to the CPUs of each node's one task, which runs all {slots} rank(s) and their "
-    "data-loader workers (e.g. the node's cores); without it many sites give the task one "
-    "CPU, which every rank then shares"
+    "set launch.slurm.cpus_per_node to the CPUs each node gives the run: its {slots} rank(s) "
+    "and their data-loader workers (e.g. the node's cores); without it many sites give a "
+    "task one CPU, which every rank then shares"
 )
+
+
+SCRIPT = "job.sbatch"
+README = "README.md"
 
 
 class Slurm(Scheduler):
@@ -120,20 +127,30 @@ class Slurm(Scheduler):
     def runtime_of(self, launch: LaunchSpec) -> str:
         return launch.slurm.runtime
 
+    environment_files = (SCRIPT,)
+
     def materialize(
         self,
         resolved: Resolved,
         *,
         image: str,
         cluster_dir: Path,
-        force: bool = False,  # noqa: ARG002 - a batch script keeps nothing from a run
+        force: bool = False,  # noqa: ARG002 - a batch job keeps nothing from a run
+        spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
-        script = sbatch_script(resolved, image=image, cluster_dir=str(cluster_dir.resolve()))
-        return [OutputFile(SCRIPT, 0o755, script)]
+        """The job script, the secret files it reads (0600, when launch.env holds
+        secrets) and a README with the commands from here to the run."""
+        here = str(cluster_dir.resolve())
+        script = sbatch_script(resolved, image=image, cluster_dir=here)
+        readme = _readme(resolved, image, here, spec_ref)
+        return [
+            OutputFile(SCRIPT, 0o755, script),
+            OutputFile(README, 0o644, readme),
+            *secret_files(resolved.spec),
+        ]
 
 
 SCHEDULER = Slurm()
-SCRIPT = "job.sbatch"
 BATCH_LAUNCHER = torchrun.LAUNCHER
 """What each node's batch task runs when the spec's launcher cannot (the advice of the
 refusal, and what the rehearsal's Slurm job runs): named, never picked by sort order."""
@@ -184,7 +201,8 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
     exports = [*setup.env, *run.batch_env(setup)]
     tasks = launcher.tasks_per_node(launch.slots)
     options = _options(resolved, nnodes, tasks)
-    paths = run.host_paths(setup)
+    secrets = setup.secret_file(run.secrets_file)  # the bundle's, read by each node's task
+    paths = (*run.host_paths(setup), *([secrets] if secrets else []))
     checked = [*NODE_CHECK, *paths, "--"] if paths else []
     if resolved.fabric.needs_memlock and not run.outside_the_job:
         checked = [*MEMLOCK_CHECK, *checked]
@@ -192,7 +210,11 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
         "slurm/job.sbatch.j2",
         {
             "options": options,
-            "cpus": str(launch.slurm.cpus_per_task),
+            "cpus": str(task_cpus(resolved, tasks)),
+            "kill": "--no-kill --kill-on-bad-exit=0"
+            if launch.min_nodes
+            else "--kill-on-bad-exit=1",
+            "elastic": bool(launch.min_nodes),
             "header": _comment(HEADER.format(source=source)),
             "where": _comment(run.where(setup)),
             "what": _comment(launcher.batch_task),
@@ -263,7 +285,8 @@ OWNED = {
     "nodes": "launch.nodes",
     "ntasks": "launch.slots and launch.launcher",
     "ntasks-per-node": "launch.slots and launch.launcher",
-    "cpus-per-task": "launch.slurm.cpus_per_task",
+    "cpus-per-task": "launch.slurm.cpus_per_node or cpus_per_task",
+    "no-kill": "launch.min_nodes",
     "gpus": "launch.slurm.gpus_per_node",
     "gpus-per-node": "launch.slurm.gpus_per_node",
     "gres": "launch.slurm.gpus_per_node",
@@ -300,9 +323,14 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
     for item in platform.slurm_options(spec.launch):
         option, _, given = item.removeprefix("--").partition("=")
         lines.append(sbatch_option(option, given, f"the {platform.name} platform"))
-    if slurm.cpus_per_task:
-        cpus = str(slurm.cpus_per_task)
-        lines.append(sbatch_option("cpus-per-task", cpus, "launch.slurm.cpus_per_task", source))
+    cpus, problems = _cpus(resolved, tasks)
+    if cpus is not None:
+        field = (
+            "launch.slurm.cpus_per_node" if slurm.cpus_per_node else "launch.slurm.cpus_per_task"
+        )
+        lines.append(sbatch_option("cpus-per-task", str(cpus), field, source))
+    if spec.launch.min_nodes:
+        lines.append(sbatch_option("no-kill", None, "launch.min_nodes", source))
     for name, value in (
         ("partition", slurm.partition),
         ("account", slurm.account),
@@ -325,14 +353,42 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
     for index, item in enumerate(slurm.extra):
         lines.append(_extra_option(item, f"launch.slurm.extra[{index}]", source))
-    problems = _layout_problems(resolved, tasks)
-    if not slurm.cpus_per_task:
-        problems.append(
-            Problem("launch.slurm.cpus_per_task", CPUS_ADVICE.format(slots=spec.launch.slots))
-        )
+    problems += _layout_problems(resolved, tasks)
     if problems:
         raise SpecError(source or "builder", problems)
     return lines
+
+
+def task_cpus(resolved: Resolved, tasks: int) -> int:
+    """The CPUs of each of a node's tasks (srun's and #SBATCH's --cpus-per-task): the
+    node's CPUs for the run (cpus_per_node) split among its tasks, or cpus_per_task."""
+    cpus, problems = _cpus(resolved, tasks)
+    if problems or cpus is None:
+        raise SpecError(resolved.stack.source or "builder", problems)
+    return cpus
+
+
+def _cpus(resolved: Resolved, tasks: int) -> tuple[int | None, list[Problem]]:
+    launch = resolved.spec.launch
+    slurm = launch.slurm
+    if slurm.cpus_per_node and slurm.cpus_per_task:
+        why = (
+            "set cpus_per_node (the node's CPUs for the run) or cpus_per_task (each Slurm "
+            "task's), not both: they say the same thing two ways"
+        )
+        return None, [Problem("launch.slurm.cpus_per_task", why)]
+    if slurm.cpus_per_task:
+        return slurm.cpus_per_task, []
+    if not slurm.cpus_per_node:
+        return None, [Problem("launch.slurm.cpus_per_node", CPUS_ADVICE.format(slots=launch.slots))]
+    if slurm.cpus_per_node % tasks:
+        launcher = resolved.launcher.name
+        why = (
+            f"{slurm.cpus_per_node} CPUs do not split evenly among the node's {tasks} tasks "
+            f"({launcher} runs one per rank): use a multiple of {tasks}"
+        )
+        return None, [Problem("launch.slurm.cpus_per_node", why)]
+    return slurm.cpus_per_node // tasks, []
 
 
 def _extra_option(item: str, field: str, source: str) -> str:
@@ -355,9 +411,28 @@ def _extra_option(item: str, field: str, source: str) -> str:
 
 
 def _layout_problems(resolved: Resolved, tasks: int) -> list[Problem]:
-    """GPU layout fields that contradict the node's GPUs and its tasks."""
+    """GPU layout fields that contradict the node's GPUs and its tasks, or the device
+    each rank takes."""
     launch = resolved.spec.launch
     slurm = launch.slurm
+    bound = [
+        (f"launch.slurm.{name}", value)
+        for name, value in (("gpus_per_task", slurm.gpus_per_task), ("gpu_bind", slurm.gpu_bind))
+        if value is not None and value != "none"
+    ]
+    if tasks > 1 and bound:
+        field, value = bound[0]
+        return [
+            Problem(
+                field,
+                f"{value!r} binds each task to its own GPU(s), which it then sees from "
+                f"device 0, while each of the node's {tasks} tasks is one rank whose "
+                "LOCAL_RANK (SLURM_LOCALID) counts 0.."
+                f"{tasks - 1}: torch.cuda.set_device(LOCAL_RANK) fails on every local rank "
+                "but the first (NVIDIA/pyxis#73). Leave gpus_per_task and gpu_bind unset: "
+                "each rank then sees the node's GPUs and takes the one LOCAL_RANK names",
+            )
+        ]
     if slurm.gpus_per_task is None:
         return []
     gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else launch.slots
@@ -388,3 +463,50 @@ def _comment(text: str) -> str:
     if any(c in text for c in "\n\r\0"):
         raise UsageError(f"{text!r}: a line of the job script's comments holds a line break")
     return text
+
+
+def _readme(resolved: Resolved, image: str, here: str, spec_ref: str) -> str:
+    """The run folder's README: what is in it and the commands from here to the run."""
+    spec, run, launcher = resolved.spec, resolved.runtime, resolved.launcher
+    launch = spec.launch
+    logs = launch.logs or f"{here}/{JOB_LOGS}"
+    nodes = len(hosts_from_nodes(launch.nodes, launch.slots))
+    folder = shlex.quote(here)
+    if run.pulls and not spec.launch.squashfs:
+        ship = (
+            f"`builder push {spec_ref}`: every node pulls the image from the registry in "
+            "image.name (pinned by the digest push records)"
+        )
+    else:
+        ship = run.not_shipped or "the nodes run the image as it is"
+    secrets = (
+        "- `secrets.env`, `secrets.sh` (0600): launch.env's secret values, read by each "
+        "node's task; they appear nowhere else.\n"
+        if secret_files(spec)
+        else ""
+    )
+    return f"""# Slurm run: {spec.name}
+
+Image `{image}`, {launcher.name} in {run.name}, {nodes} node(s) with {launch.slots}
+rank(s) each, as one batch job (`{SCRIPT}`).
+
+## From here to the run
+
+1. Build the image: `builder build {spec_ref}`.
+2. Put it where the nodes run it: {ship}.
+3. Put this folder on storage every node sees, at this same path ({here}):
+   the job script names it, and each node's task checks for it before it starts.
+4. Submit the job from a login node: `sbatch {folder}/{SCRIPT}`.
+   Watch it: `squeue --me`; each node's output: `{logs}/JOBID/NODE.out`.
+   Stop it: `scancel JOBID` (srun stops every node's task).
+
+`builder bundle {spec_ref} --scheduler slurm -o {folder}` writes this folder again
+after a change to the stack; files you changed by hand are refused, not replaced.
+
+## What is in it
+
+- `{SCRIPT}`: the batch job: #SBATCH options from launch.slurm, then one srun
+  whose every task runs {launcher.batch_task}.
+{secrets}- `{RECORD}`: what builder wrote here, so that a new run folder replaces
+  only its own files.
+"""

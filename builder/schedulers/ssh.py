@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from builder.cluster.dsenv import dsenv_for
-from builder.cluster.folder import RECORD, check_rewrite, write_cluster_files
+from builder.cluster.folder import RECORD
 from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
 from builder.cluster.keys import (
     AUTHORIZED,
@@ -31,15 +31,18 @@ from builder.cluster.keys import (
 from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
-from builder.output import OutputFile, check_private
+from builder.output import OutputFile
 from builder.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from pathlib import Path
 
     from builder.resolved import Resolved
     from builder.spec.records import Spec
+
+
+LAUNCH_SH = "launch.sh"
+PLAN = "plan.json"
 
 
 class Ssh(Scheduler):
@@ -49,6 +52,8 @@ class Ssh(Scheduler):
     started = "on each node `sh launch.sh NODE`; then, for deepspeed, `sh launch.sh launch`"
     stopped = "Ctrl-C on the launcher's launch.sh, or `sh launch.sh stop` on its node"
 
+    environment_files = (DSENV, LAUNCH_SH, PLAN)
+
     def materialize(
         self,
         resolved: Resolved,
@@ -56,12 +61,10 @@ class Ssh(Scheduler):
         image: str,
         cluster_dir: Path,
         force: bool = False,
-        dsenv: Mapping[str, str] | None = None,
         spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
         """The bundle's files; an existing key is kept unless force (a new one would lock
-        out running nodes). dsenv: what .deepspeed_env adds or overrides (`--set`, as
-        `builder dsenv`); spec_ref: how the README's commands name the spec."""
+        out running nodes)."""
         spec = resolved.spec
         directory = str(cluster_dir.resolve())
         plan = launch_plan(resolved, image=image, cluster_dir=directory)
@@ -70,9 +73,9 @@ class Ssh(Scheduler):
         needed = needed_files(spec)
         files = [
             OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
-            OutputFile(DSENV, 0o644, dsenv_for(resolved, dsenv or {}, None)),
+            OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
             OutputFile(LAUNCH_SH, 0o755, launch_script(plan, directory, needed, at=LAUNCH_SH)),
-            OutputFile("plan.json", 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
+            OutputFile(PLAN, 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
             OutputFile("README.md", 0o644, _readme(resolved, image, plan, cluster_dir, spec_ref)),
             OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
             OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
@@ -82,7 +85,6 @@ class Ssh(Scheduler):
 
 
 SCHEDULER = Ssh()
-LAUNCH_SH = "launch.sh"
 
 
 def write_bundle(
@@ -91,29 +93,12 @@ def write_bundle(
     *,
     image: str,
     force: bool,
-    dsenv: Mapping[str, str] | None = None,
     spec_ref: str = "stack.yaml",
+    settings: bool = False,
 ) -> list[Path]:
-    """Write the bundle. Everything is prepared first (keys included) and written in one
-    call: a refusal writes nothing.
-
-    A folder made here is 0700; an existing one keeps its mode and owner, and is
-    refused if other users may enter it (it holds the cluster's private keys). A
-    file there that builder wrote for this stack (an earlier bundle, `builder keys`)
-    and nobody changed since is rewritten without force (``cluster.folder``).
-    """
-    check_private(directory)
-    files = SCHEDULER.materialize(
-        resolved, image=image, cluster_dir=directory, force=force, dsenv=dsenv, spec_ref=spec_ref
-    )
-    stack = resolved.spec.name
-    if not force:
-        check_rewrite(files, directory, stack=stack)
-    # a .deepspeed_env with --set values holds more than the spec: not recorded, so that
-    # a bundle without the same values refuses to drop them (unless forced)
-    recorded = [f.path for f in files if not (dsenv and f.path == DSENV)]
-    return write_cluster_files(
-        files, directory, force=True, secret=True, recorded=recorded, stack=stack
+    """Write the ssh bundle (``Scheduler.write``): a refusal writes nothing."""
+    return SCHEDULER.write(
+        resolved, directory, image=image, force=force, spec_ref=spec_ref, settings=settings
     )
 
 

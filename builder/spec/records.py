@@ -42,15 +42,25 @@ _PACKAGE = r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]@/ -]*$"
 _USER = r"^[a-z_][a-z0-9_-]{0,31}$"
 
 
-def _env_values(env: dict[str, str]) -> dict[str, str]:
-    if "PATH" in env:
-        raise ValueError(
+def env_value_problem(name: str, value: str) -> str | None:
+    """What is wrong with one launch.env entry (from the spec, or a command's --set)."""
+    if not re.fullmatch(ENV_NAME, name):
+        return f"{name!r} is not a variable name (letters, digits and '_', not a digit first)"
+    if name == "PATH":
+        return (
             "PATH is managed by builder (the venv goes in front of the base image's PATH); "
             "add directories with another variable or install into the venv"
         )
+    if "\n" in value or "\r" in value or "\0" in value:
+        return f"the value of {name} contains a newline or NUL; put it on one line"
+    return None
+
+
+def _env_values(env: dict[str, str]) -> dict[str, str]:
     for key, value in env.items():
-        if "\n" in value or "\r" in value or "\0" in value:
-            raise ValueError(f"the value of {key} contains a newline or NUL; put it on one line")
+        problem = env_value_problem(key, value)
+        if problem:
+            raise ValueError(problem)
     return env
 
 
@@ -435,14 +445,27 @@ class Slurm:
     account: str | None = field(None, example="myproject", description="Account (-A).")
     time: str | None = field(None, example="'02:00:00'", description="Wall time, e.g. 02:00:00.")
     gpus_per_node: int | None = field(None, ge=0, example="8", description="GPUs per node.")
-    cpus_per_task: int | None = field(
+    cpus_per_node: int | None = field(
         None,
         ge=1,
         le=100000,
         example="64",
         description=(
-            "CPUs of each node's one task, which runs all its ranks and their data loaders. "
-            "Required by `builder slurm`: without it many sites give a task one CPU."
+            "CPUs of each node for the run: all its ranks and their data loaders. Its one "
+            "task gets them all (torchrun, deepspeed), or each rank's task an equal share "
+            "(launcher srun: cpus_per_node / slots). This or cpus_per_task is required by "
+            "`builder slurm`: without it many sites give a task one CPU."
+        ),
+    )
+    cpus_per_task: int | None = field(
+        None,
+        ge=1,
+        le=100000,
+        example="8",
+        description=(
+            "CPUs of each Slurm task, as sbatch's --cpus-per-task: the node's one task "
+            "(torchrun, deepspeed: all its ranks), or one rank (launcher srun). Prefer "
+            "cpus_per_node, which means the same whichever launcher runs; not both."
         ),
     )
     runtime: str = field(
@@ -560,6 +583,19 @@ _LABEL_VALUE_MESSAGE = (
 def _label_value(value: str) -> str:
     if not value or not re.fullmatch(LABEL_VALUE, value):
         raise ValueError(f"{value!r} is not {_LABEL_VALUE_MESSAGE}")
+    return value
+
+
+MULTUS_NETWORK = rf"({DNS_LABEL}/)?{DNS_SUBDOMAIN}(@[A-Za-z0-9_.-]{{1,15}})?"
+"""One Multus network selection: [namespace/]name[@interface]."""
+
+
+def _network_check(value: str) -> str:
+    if not re.fullmatch(MULTUS_NETWORK, value):
+        raise ValueError(
+            f"{value!r} is not a Multus network: [namespace/]name[@interface], the name a "
+            "DNS-1123 subdomain (e.g. rdma-net or team/rdma-net@net1)"
+        )
     return value
 
 
@@ -702,6 +738,26 @@ class Kubernetes:
             "The RDMA device resource of image.fabric infiniband or roce (the RDMA shared "
             "device plugin's name is the site's); default rdma/rdma_shared_device_a. EFA: "
             "vpc.amazonaws.com/efa unless set."
+        ),
+    )
+    host_network: bool = field(
+        False,
+        description=(
+            "Run the pods on their nodes' network (hostNetwork, with dnsPolicy "
+            "ClusterFirstWithHostNet): the host's interfaces, for launch.socket_ifname and "
+            "an RDMA fabric (infiniband, roce). With launch.kubernetes.runtime the named "
+            "ClusterTrainingRuntime must set it itself (Trainer's runtimePatches cannot)."
+        ),
+    )
+    network: str | None = field(
+        None,
+        check=_network_check,
+        example="rdma-net",
+        description=(
+            "A secondary network for the pods: a Multus NetworkAttachmentDefinition, "
+            "[namespace/]name[@interface] (the k8s.v1.cni.cncf.io/networks annotation); "
+            "launch.socket_ifname then names its interface in the pod (Multus: net1 "
+            "unless @interface names one)."
         ),
     )
     fabric_devices: int = field(

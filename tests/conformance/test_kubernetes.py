@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,6 +21,7 @@ from builder.cli import app
 from tests.conformance.k8s_models import check, check_yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 # The owners' examples, as published. kubeflow/trainer at v2.3.0 (the release of
@@ -608,6 +610,7 @@ EVERY_OPTION: dict[str, Any] = {
     "shm_size": "64Gi",
     "rdma_resource": "rdma/hca_shared_devices_a",
     "fabric_devices": 2,
+    "network": "training/rdma-net@net1",
 }
 """Every launch.kubernetes option, so that each one's objects meet the models."""
 
@@ -676,6 +679,49 @@ def test_every_option_passes_its_owners_models(preset: str, job: str) -> None:
     if objects is not None:
         _check_all(objects, job)
         assert all(o["metadata"].get("namespace") == "training" for o in objects)
+
+
+@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize("preset", builder.preset_names())
+def test_pods_on_the_host_network_pass_their_owners_models(preset: str, job: str) -> None:
+    """launch.kubernetes.host_network, with a fabric and an interface of the nodes', and
+    launch.restarts: every replicated Job (and the PyTorchJob) carries its backoffLimit."""
+    options = {key: value for key, value in EVERY_OPTION.items() if key != "network"}
+    spec = _stack(preset, {**options, "host_network": True}, "roce")
+    launch = spec.launch
+    if launch.launcher == "torchrun":
+        launch = replace(launch, restarts=2)
+    objects = _manifests(replace(spec, launch=replace(launch, socket_ifname="ib0")), job)
+    if objects is None:
+        return
+    _check_all(objects, job)
+    pods = list(_pod_specs(objects))
+    assert pods
+    for pod in pods:
+        assert pod["hostNetwork"] is True
+        assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    limits = list(_backoff_limits(objects))
+    assert limits
+    assert set(limits) == {launch.restarts}
+
+
+def _pod_specs(objects: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for obj in objects:
+        if obj["kind"] == "TrainingRuntime":
+            for job in obj["spec"]["template"]["spec"]["replicatedJobs"]:
+                yield job["template"]["spec"]["template"]["spec"]
+        if obj["kind"] == "PyTorchJob":
+            for replica in obj["spec"]["pytorchReplicaSpecs"].values():
+                yield replica["template"]["spec"]
+
+
+def _backoff_limits(objects: list[dict[str, Any]]) -> Iterator[int]:
+    for obj in objects:
+        if obj["kind"] == "TrainingRuntime":
+            for job in obj["spec"]["template"]["spec"]["replicatedJobs"]:
+                yield job["template"]["spec"]["backoffLimit"]
+        if obj["kind"] == "PyTorchJob":
+            yield obj["spec"]["runPolicy"]["backoffLimit"]
 
 
 @pytest.mark.parametrize("preset", builder.preset_names())

@@ -465,5 +465,7 @@ def test_a_bundle_without_the_set_values_refuses_to_drop_them(tmp_path: Path) ->
     bundle(folder, "--set", "NCCL_SOCKET_IFNAME=^docker0,lo")  # the same: fine
     code, stderr = cli("bundle", "--preset", "cpu-deepspeed", "-o", str(folder))
     assert code == 3
-    assert f"{folder / '.deepspeed_env'} already exists" in stderr
-    assert "bundle --set" in stderr
+    for name in (".deepspeed_env", "launch.sh", "plan.json"):  # each carries the value
+        assert str(folder / name) in stderr
+    assert "already exist with other content" in stderr
+    assert "--set values are the run's" in stderr

@@ -132,8 +132,13 @@ def _with_fabric(name: str, fabric: str, **k8s: Any) -> Any:
 @pytest.mark.parametrize(
     ("fabric", "k8s", "resource", "count"),
     [
-        ("infiniband", {}, "rdma/rdma_shared_device_a", "1"),
-        ("roce", {"rdma_resource": "rdma/hca_shared_devices_a"}, "rdma/hca_shared_devices_a", "1"),
+        ("infiniband", {"host_network": True}, "rdma/rdma_shared_device_a", "1"),
+        (
+            "roce",
+            {"rdma_resource": "rdma/hca_shared_devices_a", "network": "roce-net"},
+            "rdma/hca_shared_devices_a",
+            "1",
+        ),
         ("efa", {"fabric_devices": 32}, "vpc.amazonaws.com/efa", "32"),
     ],
 )
@@ -148,6 +153,92 @@ def test_fabric_resources_ipc_lock_and_the_collective_variables(
     env = {e["name"]: e.get("value") for e in objects[-1]["spec"]["trainer"]["env"]}
     for name, value in resolved.network.env.items():
         assert env[name] == value
+
+
+@pytest.mark.parametrize(
+    ("fabric", "interface", "fields"),
+    [
+        ("none", "ib0", ["launch.socket_ifname"]),
+        ("infiniband", None, ["image.fabric"]),
+        ("roce", "enp1s0", ["launch.socket_ifname", "image.fabric"]),
+    ],
+)
+def test_the_hosts_interfaces_need_the_host_network_or_a_secondary_one(
+    fabric: str, interface: str | None, fields: list[str]
+) -> None:
+    """A pod has lo and eth0 only: an interface of the nodes' (socket_ifname) or an RDMA
+    fabric's netdev is refused without hostNetwork or a Multus network, naming both."""
+    resolved = _with_fabric("cuda-torchrun", fabric)
+    spec = dataclasses.replace(
+        resolved.spec, launch=dataclasses.replace(resolved.spec.launch, socket_ifname=interface)
+    )
+    with pytest.raises(SpecError) as caught:
+        kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+    assert [problem.path for problem in caught.value.problems] == fields
+    assert "host_network: true" in str(caught.value)
+    assert "launch.kubernetes.network" in str(caught.value)
+    for k8s in ({"host_network": True}, {"network": "team/rdma@net1"}):
+        kube = dataclasses.replace(spec.launch.kubernetes, **k8s)
+        ok = dataclasses.replace(spec, launch=dataclasses.replace(spec.launch, kubernetes=kube))
+        objects = kubernetes_manifests(resolve(ok, scheduler_name="kubernetes"), image=IMAGE)
+        pod = objects[-2]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+            "template"
+        ]
+        if "network" in k8s:
+            assert pod["metadata"]["annotations"] == {
+                "k8s.v1.cni.cncf.io/networks": "team/rdma@net1"
+            }
+            assert "hostNetwork" not in pod["spec"]
+        else:
+            assert pod["spec"]["hostNetwork"] is True
+            assert "metadata" not in pod
+
+
+def test_eth0_is_every_pods_own() -> None:
+    resolved = _with_fabric("cuda-torchrun", "none")
+    spec = dataclasses.replace(
+        resolved.spec, launch=dataclasses.replace(resolved.spec.launch, socket_ifname="eth0")
+    )
+    objects = kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+    env = {e["name"]: e.get("value") for e in objects[-1]["spec"]["trainer"]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_host_network_and_a_secondary_network_are_one_or_the_other() -> None:
+    resolved = _with_fabric("cuda-torchrun", "none", host_network=True, network="net")
+    with pytest.raises(SpecError, match=r"launch.kubernetes.network: a pod on the host's"):
+        kubernetes_manifests(resolved, image=IMAGE)
+
+
+@pytest.mark.parametrize("restarts", [0, 3])
+def test_a_failed_pod_reruns_only_as_often_as_launch_restarts_says(restarts: int) -> None:
+    """backoffLimit written out on every Job: Kubernetes' default of 6 would rerun a failed
+    node's pod, and the training, six times where the spec asked for none."""
+    resolved = _with_fabric("cuda-torchrun", "none")
+    launch = dataclasses.replace(resolved.spec.launch, restarts=restarts)
+    spec = dataclasses.replace(resolved.spec, launch=launch)
+    for job in ("trainjob", "pytorchjob"):
+        objects = kubernetes_manifests(
+            resolve(spec, scheduler_name="kubernetes"), image=IMAGE, job=job
+        )
+        if job == "trainjob":
+            jobs = objects[-2]["spec"]["template"]["spec"]["replicatedJobs"]
+            assert [j["template"]["spec"]["backoffLimit"] for j in jobs] == [restarts]
+        else:
+            assert objects[-1]["spec"]["runPolicy"]["backoffLimit"] == restarts
+    deepspeed = resolve(load_preset("cpu-deepspeed").spec, scheduler_name="kubernetes")
+    objects = kubernetes_manifests(
+        resolve(
+            dataclasses.replace(
+                deepspeed.spec,
+                launch=dataclasses.replace(deepspeed.spec.launch, socket_ifname=None),
+            ),
+            scheduler_name="kubernetes",
+        ),
+        image=IMAGE,
+    )
+    jobs = objects[-2]["spec"]["template"]["spec"]["replicatedJobs"]
+    assert [j["template"]["spec"]["backoffLimit"] for j in jobs] == [0, 0]  # node, launcher
 
 
 def test_shm_is_memory_backed_with_its_size() -> None:
@@ -277,7 +368,8 @@ def test_a_64_node_spec_renders_fast() -> None:
     spec = _spec(
         "name: big\n"
         "image: {accelerator: cpu, torch: '2.11.0', deepspeed: '0.18.0', fabric: infiniband}\n"
-        "launch: {launcher: deepspeed, nodes: ['gpu[001-064]'], slots: 8}\n"
+        "launch: {launcher: deepspeed, nodes: ['gpu[001-064]'], slots: 8,"
+        " kubernetes: {host_network: true}}\n"
     )
     resolved = resolve(spec, scheduler_name="kubernetes")
     start = time.perf_counter()

@@ -46,7 +46,7 @@ CLUSTER = "/shared/c"
 def resolved(**launch: Any) -> Resolved:
     """cuda-torchrun (code /shared/project, cache /shared/cache) under Slurm with pyxis."""
     spec = load_preset("cuda-torchrun").spec
-    slurm = replace(spec.launch.slurm, cpus_per_task=16)
+    slurm = replace(spec.launch.slurm, cpus_per_node=None, cpus_per_task=16)
     spec = replace(spec, launch=replace(spec.launch, slurm=slurm, **launch))
     return resolve(Stack(spec, "s", None), runtime_name="pyxis", scheduler_name="slurm")
 

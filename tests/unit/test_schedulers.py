@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def torchrun_spec() -> Spec:
     spec = load_preset("cpu-deepspeed").spec
-    slurm = replace(spec.launch.slurm, cpus_per_task=8, docker=True)
+    slurm = replace(spec.launch.slurm, cpus_per_node=None, cpus_per_task=8, docker=True)
     return replace(spec, launch=replace(spec.launch, launcher="torchrun", slurm=slurm))
 
 
@@ -56,9 +56,11 @@ def test_materialize_is_a_dry_run_of_what_each_scheduler_writes(tmp_path: Path) 
 
     slurm = resolve(spec, scheduler_name="slurm")
     assert slurm.runtime.name == spec.launch.slurm.runtime  # the scheduler's default runtime
-    (job,) = slurm.scheduler.materialize(slurm, image="t:1", cluster_dir=folder)
-    assert job.path == SCRIPT
+    files = {f.path: f for f in slurm.scheduler.materialize(slurm, image="t:1", cluster_dir=folder)}
+    assert set(files) == {SCRIPT, "README.md"}  # no secret in launch.env: no secret file
+    job = files[SCRIPT]
     assert job.text == sbatch_script(slurm, image="t:1", cluster_dir=str(folder.resolve()))
+    assert f"sbatch {folder.resolve()}/{SCRIPT}" in files["README.md"].text
     assert not folder.exists()
 
 

@@ -43,11 +43,13 @@ def with_slurm(spec: Spec, **changes: object) -> Spec:
 
 
 def script(preset: str = "cuda-torchrun", **launch: object) -> str:
-    """The preset's script; a Slurm record without cpus_per_task gets 16, and runtime
+    """The preset's script; a Slurm record without CPUs gets 16 per task, and runtime
     docker is accepted (launch.slurm.docker), unless the test says otherwise."""
     spec = load_preset(preset).spec
     spec = replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
-    spec = with_slurm(spec, cpus_per_task=spec.launch.slurm.cpus_per_task or 16, docker=True)
+    slurm = spec.launch.slurm
+    cpus = {} if slurm.cpus_per_task or slurm.cpus_per_node else {"cpus_per_task": 16}
+    spec = with_slurm(spec, **cpus, docker=True)
     runtime = spec.launch.runtime if "runtime" in launch else None
     return sbatch_script(
         resolve(Stack(spec, "s", None), runtime_name=runtime, scheduler_name="slurm"),
@@ -223,8 +225,49 @@ def test_gpu_layout_that_contradicts_the_slots_is_refused() -> None:
     text = script(slurm=Slurm(cpus_per_task=8, gpus_per_task=8, gpu_bind="closest", mem="0"))
     for line in ("--gpus-per-task=8", "--gpu-bind=closest", "--mem=0"):
         assert f"#SBATCH {line}\n" in text
-    srun = script("cuda-torchrun", launcher="srun", slurm=Slurm(cpus_per_task=8, gpus_per_task=1))
+    one = replace(load_preset("cuda-torchrun").spec.launch, slots=1)
+    srun = script(
+        "cuda-torchrun",
+        launcher="srun",
+        slots=1,
+        nodes=one.nodes,
+        slurm=Slurm(cpus_per_task=8, gpus_per_task=1, gpus_per_node=1),
+    )
     assert "#SBATCH --gpus-per-task=1\n" in srun
+
+
+@pytest.mark.parametrize(
+    ("slurm", "field"),
+    [
+        (Slurm(cpus_per_task=8, gpus_per_task=1), "launch.slurm.gpus_per_task"),
+        (Slurm(cpus_per_task=8, gpu_bind="closest"), "launch.slurm.gpu_bind"),
+        (Slurm(cpus_per_task=8, gpu_bind="map_gpu:0,1,2,3,4,5,6,7"), "launch.slurm.gpu_bind"),
+    ],
+)
+def test_a_rank_per_task_bound_to_its_own_gpu_is_refused(slurm: Slurm, field: str) -> None:
+    """srun's tasks are ranks: bound to one GPU each, a task sees it as device 0 while its
+    LOCAL_RANK (SLURM_LOCALID) counts up, so set_device(LOCAL_RANK) fails (pyxis#73)."""
+    with pytest.raises(SpecError, match=rf"{field}.*LOCAL_RANK.*pyxis#73") as caught:
+        script("cuda-torchrun", launcher="srun", slurm=slurm)
+    assert "Leave gpus_per_task and gpu_bind unset" in str(caught.value)
+    free = script("cuda-torchrun", launcher="srun", slurm=Slurm(cpus_per_task=8, gpu_bind="none"))
+    assert "#SBATCH --ntasks-per-node=8\n" in free
+
+
+def test_cpus_per_node_is_shared_by_a_nodes_tasks() -> None:
+    """The preset's cpus_per_node (64) is its one task's under torchrun, and each of the 8
+    ranks' tasks gets an eighth under srun: 64 CPUs per node either way, never 512."""
+    torchrun = script("cuda-torchrun")
+    assert "#SBATCH --cpus-per-task=64\n" in torchrun
+    assert "srun --ntasks-per-node=1 --cpus-per-task=64 " in torchrun
+    srun = script("cuda-torchrun", launcher="srun")
+    assert "#SBATCH --ntasks-per-node=8\n" in srun
+    assert "#SBATCH --cpus-per-task=8\n" in srun
+    assert "srun --ntasks-per-node=8 --cpus-per-task=8 " in srun
+    with pytest.raises(SpecError, match=r"cpus_per_node: 60 CPUs do not split evenly.*of 8"):
+        script("cuda-torchrun", launcher="srun", slurm=Slurm(cpus_per_node=60))
+    with pytest.raises(SpecError, match=r"cpus_per_task: set cpus_per_node .* not both"):
+        script("cuda-torchrun", slurm=Slurm(cpus_per_node=64, cpus_per_task=8))
 
 
 def test_cli(tmp_path: Path) -> None:
@@ -400,9 +443,9 @@ def test_cpus_per_task_is_required_and_reaches_the_step() -> None:
     )
     assert "#SBATCH --cpus-per-task=64\n" in text
     assert "srun --ntasks-per-node=1 --cpus-per-task=64 --kill-on-bad-exit=1" in text
-    with pytest.raises(SpecError, match=r"launch.slurm.cpus_per_task.*all 8 rank"):
+    with pytest.raises(SpecError, match=r"launch.slurm.cpus_per_node.*its 8 rank"):
         sbatch_script(
-            resolve(Stack(with_slurm(spec, cpus_per_task=None), "s", None), scheduler_name="slurm"),
+            resolve(Stack(with_slurm(spec, cpus_per_node=None), "s", None), scheduler_name="slurm"),
             image="t:1",
             cluster_dir="/c",
         )
@@ -475,7 +518,7 @@ def test_requeue_signals_the_batch_shell_which_requeues_and_waits_for_its_step(
     bash, stand-ins for srun and scontrol) calls `scontrol requeue` while srun runs, then
     waits for srun again and exits with srun's status. shellcheck-clean."""
     spec = load_preset("cpu-deepspeed").spec
-    spec = with_slurm(spec, cpus_per_task=2, requeue=120)
+    spec = with_slurm(spec, cpus_per_node=2, requeue=120)
     text = sbatch_script(
         resolve(Stack(spec, "s", None), runtime_name="none", scheduler_name="slurm"),
         image="team/t:1",

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from builder.launch.actions import ApptainerExec
 from builder.launch.runtimes.base import Runtime, Setup
-from builder.launch.secrets import SECRETS_SH
 from builder.launch.sif import sif_name
 
 if TYPE_CHECKING:
@@ -35,7 +34,7 @@ class Apptainer(Runtime):
             flags=(*setup.platform.apptainer_flags, *_mnnvl_binds(setup)),
             binds=setup.binds,
             env=tuple(sorted({**dict(setup.env), **dict(command.env)}.items())),
-            env_file=setup.secret_file(SECRETS_SH),
+            env_file=setup.secret_file(self.secrets_file),
             workdir=setup.spec.image.workdir,
         )
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError
 from builder.launch.actions import Bind
+from builder.launch.secrets import SECRETS_SH
 
 if TYPE_CHECKING:
     from builder.launch.actions import Action, ContainerStart, Env
@@ -111,6 +112,8 @@ class Runtime:
     srun_only: ClassVar[bool] = False
     """Runs only where srun starts the command (pyxis: srun's own options make the
     container): a batch script's runtime, never an ssh plan's."""
+    secrets_file: ClassVar[str] = SECRETS_SH
+    """The bundle's secret file its start reads (the 0600 files of ``launch.secrets``)."""
     sessions_inherit: ClassVar[bool] = True
     """The ssh sessions a launcher opens to its nodes get the node's run environment
     (the container's, which sshd hands on); not on a bare node, whose sshd is the host's."""

@@ -32,6 +32,7 @@ class Docker(Runtime):
     name = "docker"
     serves_ssh = True
     outside_the_job = True
+    secrets_file = SECRETS_ENV
 
     def start(self, setup: Setup, command: tuple[str, ...] = ()) -> ContainerStart:
         return ContainerStart(
@@ -42,7 +43,7 @@ class Docker(Runtime):
             binds=setup.binds,
             env=setup.env,
             command=command,
-            env_file=setup.secret_file(SECRETS_ENV),
+            env_file=setup.secret_file(self.secrets_file),
         )
 
     def exec(self, setup: Setup, command: LauncherCommand) -> ContainerExec:

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from builder.launch.actions import HostCommand
 from builder.launch.runtimes.base import Runtime, Setup
-from builder.launch.secrets import SECRETS_SH
 
 if TYPE_CHECKING:
     from builder.launch.launchers.base import LauncherCommand
@@ -34,7 +33,7 @@ class Bare(Runtime):
 
     def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
         env = tuple(sorted({**dict(setup.env), **dict(command.env)}.items()))
-        secrets = setup.secret_file(SECRETS_SH)
+        secrets = setup.secret_file(self.secrets_file)
         code = setup.spec.launch.code
         return HostCommand(command.argv, env, secrets, code, command.folder_chars)
 
