@@ -23,6 +23,7 @@ GENERATED = {
     "reference/exit-codes.md": "exit_codes_page",
     "reference/presets.md": "presets_page",
     "reference/api.md": "api_page",
+    "reference/parity.md": "parity_page",
 }
 """Page -> the function below that writes it."""
 
@@ -244,6 +245,38 @@ def api_page() -> str:
             lines += [_first_paragraph(obj.__doc__), ""]
         else:
             lines += [f"`{_cell(repr(obj))[:200]}`", ""]
+    return "\n".join(lines)
+
+
+# every setting on every site --------------------------------------------------------------
+
+
+def parity_page() -> str:
+    from builder.parity import FOLDER, IMAGE, parity_markdown
+
+    lines = ["# Every setting on every site", "", NOTE]
+    lines += [
+        "One spec is one run wherever it starts. For each site and each setting, the build",
+        "of this page sets the setting to a value found nowhere else, asks that site's",
+        "scheduler for the run's folder (`builder bundle --scheduler NAME`, a dry run with",
+        f"image `{IMAGE}` and folder `{FOLDER}`) and looks for the value in it. **yes**: the",
+        "files the site runs carry it (a secret only in the folder's 0600 files);",
+        "**refused**: the command stops with the reason below, and writes nothing. A setting",
+        "a site dropped in silence would show as **DROPPED**; the test suite fails on one",
+        "(tests/unit/test_parity.py).",
+        "",
+        "What ran for real: the ssh rehearsal (docker, sshd, pdsh) and a real Slurm, where",
+        "each rank's probe checks launch.env and `--set` (deepspeed and torchrun over ssh;",
+        "deepspeed, torchrun and srun under Slurm; tests/integration/test_parity.py).",
+        "Kubernetes and pyxis did not run here: their files are checked against the",
+        "Kubernetes and Kubeflow API models, kubectl's own YAML reader, and pyxis's and",
+        "enroot's parsing rules.",
+        "",
+        "Each column runs the `cpu-deepspeed` preset with the launcher it names (torchrun",
+        "where none is named); Slurm's runtime is its own (`launch.slurm.runtime`).",
+        "",
+        parity_markdown(),
+    ]
     return "\n".join(lines)
 
 

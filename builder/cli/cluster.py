@@ -20,7 +20,6 @@ from builder import (
     launch_plan,
     launcher_names,
     make_keys,
-    parse_assignments,
     plan_warnings,
     sbatch_script,
     scheduler_names,
@@ -42,6 +41,7 @@ from builder.cli.options import (
     OutputFileOpt,
     PresetOpt,
     RuntimeOpt,
+    SetOpt,
     SpecArg,
     file_option,
     folder_option,
@@ -50,6 +50,7 @@ from builder.cli.options import (
     print_or_write,
     resolved_of,
     stack_of,
+    with_set,
 )
 from builder.errors import UsageError
 
@@ -60,16 +61,6 @@ KUBERNETES = "kubernetes"
 CLUSTER_DIR = "--cluster-dir"
 """The cluster folder's option (keys and bundle also take it as -o)."""
 
-SetOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option(
-        "--set",
-        metavar="NAME=VALUE",
-        help="A variable every rank gets, added to launch.env or overriding it; repeatable.",
-    ),
-]
-"""--set of every command that writes or prints a run: the values join launch.env
-(``Resolved.with_settings``), so they reach every rank on every site as launch.env does."""
 SchedulerOpt = Annotated[
     str,
     typer.Option(
@@ -346,11 +337,6 @@ def spec_ref(spec: Path | None, preset: str | None) -> str:
     if spec is not None and str(spec) != "-":
         return shlex.quote(str(spec))
     return f"--preset {shlex.quote(preset)}" if preset else "stack.yaml"
-
-
-def with_set(resolved: Resolved, items: list[str] | None) -> Resolved:
-    """The run with the command's --set values in launch.env."""
-    return resolved.with_settings(parse_assignments(items or [], "--set"))
 
 
 def warn(resolved: Resolved) -> None:

@@ -20,6 +20,7 @@ from builder import (
     launcher_names,
     load_inputs,
     load_stack,
+    parse_assignments,
     parse_reference,
     parse_spec,
     pin_path,
@@ -82,6 +83,16 @@ def _complete_preset(incomplete: str) -> list[str]:
     return [name for name in preset_names() if name.startswith(incomplete)]
 
 
+SetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--set",
+        metavar="NAME=VALUE",
+        help="A variable every rank gets, added to launch.env or overriding it; repeatable.",
+    ),
+]
+"""--set of every command that writes or prints a run: the values join launch.env
+(``Resolved.with_settings``), so they reach every rank on every site as launch.env does."""
 SpecArg = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs a runtime-evaluable annotation on 3.10
     typer.Argument(help="stack.yaml to use, - for stdin (or --preset).", show_default=False),
@@ -459,3 +470,8 @@ def plan_image(resolved: Resolved, image: str | None, spec: Path | None) -> str:
     if image is None and "@" in reference:
         typer.echo(f"image pinned by {pin_path(spec or Path())}: {reference}", err=True)
     return reference
+
+
+def with_set(resolved: Resolved, items: list[str] | None) -> Resolved:
+    """The run with the command's --set values in launch.env."""
+    return resolved.with_settings(parse_assignments(items or [], "--set"))

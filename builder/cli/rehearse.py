@@ -14,6 +14,7 @@ from builder import (
     MAX_REHEARSAL_NODES,
     connect,
     kill_of,
+    parse_assignments,
     rank_table,
     rehearsal_launchers,
     why_not_rehearsed,
@@ -28,6 +29,7 @@ from builder.cli.options import (
     Choice,
     ImageOpt,
     PresetOpt,
+    SetOpt,
     SpecArg,
     choice,
     image_option,
@@ -110,6 +112,7 @@ def rehearse(
             help="Seconds after --kill NODE to start the node's container again.",
         ),
     ] = None,
+    set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the stack's multi-node launch locally: N containers, the emitted commands, a probe."""
@@ -135,6 +138,7 @@ def rehearse(
         keep=keep,
         kill=fault,
         say=lambda line: print(line, file=sys.stderr, flush=True),
+        settings=parse_assignments(set_ or [], "--set"),
     )
     set_result(outcome.as_data())
     if not as_json:

@@ -35,7 +35,7 @@ from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_names
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
     from types import TracebackType
 
@@ -278,9 +278,11 @@ def rehearse(
     keep: bool = False,
     kill: Kill | None = None,
     say: Callable[[str], None] = lambda _: None,
+    settings: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Rehearse the stack's run (or the image's) on nodes containers; always torn down
-    unless keep."""
+    unless keep. settings: a run command's --set values, which every rank must see (the
+    probe checks them as it checks launch.env)."""
     spec = stack.spec if isinstance(stack, Stack) else stack
     reference = image or (f"{spec.image.name}:{spec.image.tag}" if spec else None)
     if reference is None:
@@ -292,6 +294,7 @@ def rehearse(
             image=reference,
         )
     resolved = rehearsal_of(rehearsal_stack(stack, engine.image(reference).labels), launcher)
+    resolved = resolved.with_settings(settings or {})
     rehearsal = Rehearsal(
         resolved,
         image=reference,

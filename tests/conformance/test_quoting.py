@@ -56,8 +56,11 @@ def test_every_plan_survives_the_shell(env: dict[str, str], args: list[str], dat
     for runtime, launcher in supported():
         if launcher == "gaudi_spawn":
             continue  # Gaudi only, and refuses such values: see test_gaudi_spawn.py
+        # a bare node binds nothing: its mount is the folder at its own path
+        mounts = (Mount(data, data, read_only=True),) if runtime == "none" else spec.launch.mounts
+        run = replace(spec, launch=replace(spec.launch, mounts=mounts))
         plan = launch_plan(
-            resolve(spec, runtime_name=runtime, launcher_name=launcher),
+            resolve(run, runtime_name=runtime, launcher_name=launcher),
             image="team/t:1",
             cluster_dir="/c d",
         )

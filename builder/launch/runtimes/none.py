@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from builder.errors import UsageError
 from builder.launch.actions import HostCommand
 from builder.launch.runtimes.base import Runtime, Setup
 
@@ -32,6 +33,7 @@ class Bare(Runtime):
         return self.run(setup, command)
 
     def run(self, setup: Setup, command: LauncherCommand) -> HostCommand:
+        _check_mounts(setup)
         env = tuple(sorted({**dict(setup.env), **dict(command.env)}.items()))
         secrets = setup.secret_file(self.secrets_file)
         code = setup.spec.launch.code
@@ -46,6 +48,7 @@ class Bare(Runtime):
         script = setup.script_on_host() or (launch.script if launch.script[:1] == "/" else None)
         folders = [launch.code] if launch.code else []
         folders += [path for _, path in launch.own_path_folders()]
+        folders += [mount.source for mount in launch.mounts]  # each at its own path
         return tuple(folders + ([script] if script else []))
 
     def where(self, setup: Setup) -> str:  # noqa: ARG002
@@ -56,3 +59,18 @@ class Bare(Runtime):
 
 
 RUNTIME = Bare()
+
+
+def _check_mounts(setup: Setup) -> None:
+    """A bare node binds nothing: a mount is only there when its folder is at the target
+    path on every node already (source == target); any other is refused, not dropped."""
+    for index, mount in enumerate(setup.spec.launch.mounts):
+        if mount.source != mount.target:
+            raise UsageError(
+                f"launch.mounts[{index}] ({mount.source} at {mount.target}): runtime none runs "
+                "the ranks on the node itself, which binds nothing, so they would not find "
+                f"{mount.target}: make the folder {mount.target} on every node (and set source "
+                "and target to it), or run a container runtime (docker, apptainer, pyxis)",
+                field=f"launch.mounts[{index}]",
+                value=mount.target,
+            )
