@@ -139,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "preflight_manifests_text": "builder.preflight.kubernetes",
     "write_preflight_manifests": "builder.preflight.kubernetes",
     "kubernetes_expected": "builder.preflight.kubernetes",
+    "write_preflight_job": "builder.preflight.slurm",
+    "slurm_expected": "builder.preflight.slurm",
     # the same environment everywhere
     "take_lock": "builder.lock.take",
     "lock_path": "builder.lock.file",

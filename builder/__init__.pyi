@@ -98,6 +98,8 @@ from builder.preflight.report import Preflight as Preflight
 from builder.preflight.report import judge_log as judge_log
 from builder.preflight.report import read_log as read_log
 from builder.preflight.show import table as preflight_table
+from builder.preflight.slurm import slurm_expected as slurm_expected
+from builder.preflight.slurm import write_preflight_job as write_preflight_job
 from builder.rehearse.faults import Kill as Kill
 from builder.rehearse.faults import kill_of as kill_of
 from builder.rehearse.report import rank_table as rank_table
@@ -252,6 +254,7 @@ __all__ = [
     "ship_image",
     "sif_build_argv",
     "sif_notes",
+    "slurm_expected",
     "spec_from_dict",
     "spec_hash",
     "spec_json_schema",
@@ -264,6 +267,7 @@ __all__ = [
     "write_files",
     "write_kubernetes",
     "write_pin",
+    "write_preflight_job",
     "write_preflight_manifests",
 ]
 

@@ -49,6 +49,7 @@ from builder.cli.options import (
     plan_image,
     print_or_write,
     resolved_of,
+    spec_ref,
     stack_of,
     with_set,
 )
@@ -330,13 +331,6 @@ def write_output(text: str, output: Path | None, *, force: bool) -> list[Path]:
     written = write_cluster_file(output, text, force=force)
     typer.echo(f"wrote {output}", err=True)
     return written
-
-
-def spec_ref(spec: Path | None, preset: str | None) -> str:
-    """The spec as the bundle's README names it in the commands it shows."""
-    if spec is not None and str(spec) != "-":
-        return shlex.quote(str(spec))
-    return f"--preset {shlex.quote(preset)}" if preset else "stack.yaml"
 
 
 def warn(resolved: Resolved) -> None:

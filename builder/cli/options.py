@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import math
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -475,3 +476,10 @@ def plan_image(resolved: Resolved, image: str | None, spec: Path | None) -> str:
 def with_set(resolved: Resolved, items: list[str] | None) -> Resolved:
     """The run with the command's --set values in launch.env."""
     return resolved.with_settings(parse_assignments(items or [], "--set"))
+
+
+def spec_ref(spec: Path | None, preset: str | None) -> str:
+    """The spec as the bundle's README names it in the commands it shows."""
+    if spec is not None and str(spec) != "-":
+        return shlex.quote(str(spec))
+    return f"--preset {shlex.quote(preset)}" if preset else "stack.yaml"

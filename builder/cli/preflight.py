@@ -1,6 +1,8 @@
 """`builder preflight`: the probe job through the stack's launch plan, on the real nodes
-(or, with --rehearse, on a rehearsal's containers here; with --scheduler kubernetes, as the
-run's TrainJob, written for kubectl, and its pods' logs judged with --from-log)."""
+(or, with --rehearse, on a rehearsal's containers here; with --scheduler slurm, as the
+run's batch job, written for sbatch or run on the rehearsal's real Slurm; with --scheduler
+kubernetes, as the run's TrainJob, written for kubectl; the saved output of either judged
+with --from-log)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from builder import (
     preflight_table,
     read_log,
     rehearsed_preflight,
+    slurm_expected,
+    write_preflight_job,
     write_preflight_manifests,
 )
 from builder.cli.app import app, say_error
@@ -42,20 +46,23 @@ from builder.cli.options import (
     plan_image,
     print_or_write,
     resolved_of,
+    spec_ref,
     ssh_config_file,
     stack_of,
 )
 from builder.errors import PreflightFailed, UsageError
 
 if TYPE_CHECKING:
-    from builder.preflight.report import Preflight
+    from builder.preflight.report import Expected, Preflight
+    from builder.resolved import Resolved
 
 MAX_BUDGET = 24 * 3600
 """A day of measurements; the probe's own minimum (a few seconds) is PreflightSettings'."""
 DEFAULTS = PreflightSettings()
 QUICK = PreflightSettings(quick=True)
-SSH, KUBERNETES = "ssh", "kubernetes"
-"""Where the probe runs: the nodes over ssh (launch.sh), or the run's TrainJob."""
+SSH, SLURM, KUBERNETES = "ssh", "slurm", "kubernetes"
+"""Where the probe runs: the nodes over ssh (launch.sh), the run's batch job, or the run's
+TrainJob."""
 
 
 @app.command()
@@ -118,10 +125,12 @@ def preflight(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--scheduler",
-            **Choice((SSH, KUBERNETES)).option,
-            help="ssh: the nodes of launch.nodes, reached from here (default); kubernetes: "
-            "the probe as the run's TrainJob or PyTorchJob, written with --dry-run for "
-            "kubectl, its pods' logs read with --from-log.",
+            **Choice((SSH, SLURM, KUBERNETES)).option,
+            help="ssh: the nodes of launch.nodes, reached from here (default); slurm: the "
+            "probe as the run's batch job, written with --dry-run -o FOLDER for sbatch (or "
+            "run on the rehearsal's Slurm with --rehearse), its nodes' output read with "
+            "--from-log; kubernetes: the probe as the run's TrainJob or PyTorchJob, written "
+            "with --dry-run for kubectl, its pods' logs read with --from-log.",
             show_default=False,
         ),
     ] = None,
@@ -132,7 +141,8 @@ def preflight(
             "--output",
             "-o",
             help="With --scheduler kubernetes --dry-run: the manifests' file (Secrets in its "
-            "0600 neighbour NAME.secrets.yaml); default or -: print.",
+            "0600 neighbour NAME.secrets.yaml); default or -: print. With --scheduler slurm "
+            "--dry-run: the probe job's folder (as the nodes see it).",
         ),
     ] = None,
     force: ForceOpt = False,
@@ -157,7 +167,7 @@ def preflight(
         ssh_config=ssh_config,
         dry_run=dry_run,
     )
-    kubernetes = check_scheduler(
+    site = check_scheduler(
         scheduler,
         job=job,
         output=output,
@@ -168,35 +178,28 @@ def preflight(
         cluster_dir=cluster_dir,
         ssh_config=ssh_config,
     )
-    resolved = resolved_of(stack_of(spec, preset), scheduler=KUBERNETES if kubernetes else SSH)
+    resolved = resolved_of(stack_of(spec, preset), scheduler=site)
     say = _say
     if from_log is not None:
-        text = read_log(from_log)
-        if kubernetes:
-            expected = kubernetes_expected(resolved, settings, job)
-        else:
-            expected = ClusterPreflight(
-                resolved,
-                image=image or "",
-                cluster_dir=cluster_dir or Path("cluster"),
-                settings=settings,
-                ssh=Ssh(ssh_config),
-            ).expected()
+        expected = _expected(
+            site, resolved, settings, job=job, image=image, folder=cluster_dir, ssh=ssh_config
+        )
         where = {**settings.as_data(), "where": str(from_log)}
-        report(judge_log(text, expected, where), as_json)
+        report(judge_log(read_log(from_log), expected, where), as_json)
         return
     reference = plan_image(resolved, image, spec)
-    if kubernetes:
+    if site != SSH and not rehearse:
         refuse_stdout(as_json, output)
-        if output is None or str(output) == "-":
-            text = preflight_manifests_text(resolved, image=reference, settings=settings, job=job)
-            written = print_or_write(text, output, force=force)
-        else:
-            written = write_preflight_manifests(
-                resolved, output, image=reference, settings=settings, job=job, force=force
-            )
-            for path in written:
-                typer.echo(f"wrote {path}", err=True)
+        written = _probe_job(
+            site,
+            resolved,
+            output,
+            image=reference,
+            settings=settings,
+            job=job,
+            force=force,
+            spec_ref=spec_ref(spec, preset),
+        )
         set_result(files_result(written))
         return
     if rehearse:
@@ -224,6 +227,59 @@ def preflight(
             return
         result = run.run()
     report(result, as_json)
+
+
+def _expected(
+    site: str,
+    resolved: Resolved,
+    settings: PreflightSettings,
+    *,
+    job: str | None,
+    image: str | None,
+    folder: Path | None,
+    ssh: Path | None,
+) -> Expected:
+    """What a saved log of the probe should show, for the site it ran on."""
+    if site == KUBERNETES:
+        return kubernetes_expected(resolved, settings, job)
+    if site == SLURM:
+        return slurm_expected(resolved, settings)
+    return ClusterPreflight(
+        resolved,
+        image=image or "",
+        cluster_dir=folder or Path("cluster"),
+        settings=settings,
+        ssh=Ssh(ssh),
+    ).expected()
+
+
+def _probe_job(
+    site: str,
+    resolved: Resolved,
+    output: Path | None,
+    *,
+    image: str,
+    settings: PreflightSettings,
+    job: str | None,
+    force: bool,
+    spec_ref: str,
+) -> list[Path]:
+    """The probe as the site's own job, written (or, for Kubernetes without -o, printed)."""
+    if site == SLURM:
+        assert output is not None  # check_scheduler asks for it
+        written = write_preflight_job(
+            resolved, output, image=image, settings=settings, spec_ref=spec_ref, force=force
+        )
+    elif output is None or str(output) == "-":
+        text = preflight_manifests_text(resolved, image=image, settings=settings, job=job)
+        return print_or_write(text, output, force=force)
+    else:
+        written = write_preflight_manifests(
+            resolved, output, image=image, settings=settings, job=job, force=force
+        )
+    for path in written:
+        typer.echo(f"wrote {path}", err=True)
+    return written
 
 
 def report(result: Preflight, as_json: bool) -> None:
@@ -287,29 +343,51 @@ def check_scheduler(
     dry_run: bool,
     cluster_dir: Path | None,
     ssh_config: Path | None,
-) -> bool:
-    """Whether the probe is the run's Kubernetes job; the options of the other places
+) -> str:
+    """Where the probe runs (ssh, slurm or kubernetes); the options of the other places
     preflight runs are refused, not ignored."""
-    kubernetes = scheduler == KUBERNETES
+    site = scheduler or SSH
     if from_log is not None and (rehearse or dry_run):
         given = "--rehearse" if rehearse else "--dry-run"
         raise UsageError(f"--from-log judges a saved log; {given} runs or prints the probe")
-    if not kubernetes:
-        if job is not None or output is not None:
-            option = "--job" if job is not None else "--output"
-            raise UsageError(f"{option} is for --scheduler kubernetes")
+    if job is not None and site != KUBERNETES:
+        raise UsageError("--job is for --scheduler kubernetes")
+    if site == SSH:
+        if output is not None:
+            raise UsageError("--output is for --scheduler kubernetes or slurm")
         if force:
-            raise UsageError("--force replaces the files of --scheduler kubernetes --dry-run -o")
-        return False
-    if rehearse:
-        raise UsageError("--rehearse runs containers here; leave out --scheduler kubernetes")
+            raise UsageError("--force replaces the files --dry-run -o writes (kubernetes, slurm)")
+        return site
     if cluster_dir is not None or ssh_config is not None:
         option = "--cluster-dir" if cluster_dir is not None else "--ssh-config"
-        raise UsageError(f"{option} is for the nodes over ssh; a TrainJob's pods are kubectl's")
-    if from_log is not None:
-        if output is not None or force:
-            raise UsageError("--output and --force write the probe's manifests (--dry-run)")
-        return True
+        raise UsageError(
+            f"{option} is for the nodes over ssh; a {site} job's nodes are the scheduler's"
+        )
+    if (from_log is not None or rehearse) and (output is not None or force):
+        raise UsageError("--output and --force write the probe's job (--dry-run)")
+    if from_log is None:
+        _check_probe_job(site, output=output, rehearse=rehearse, dry_run=dry_run)
+    return site
+
+
+def _check_probe_job(site: str, *, output: Path | None, rehearse: bool, dry_run: bool) -> None:
+    """The probe as the site's own job: written (--dry-run), or for Slurm run on the
+    rehearsal's real Slurm (--rehearse); builder submits nothing to a real cluster."""
+    if site == SLURM:
+        if rehearse:
+            return
+        if not dry_run or output is None:
+            raise UsageError(
+                "builder runs no sbatch on a cluster: --scheduler slurm --dry-run -o FOLDER "
+                "writes the probe's batch job; submit it, save its nodes' output and judge it "
+                "with --scheduler slurm --from-log FILE (or run it on the rehearsal's Slurm "
+                "here: --scheduler slurm --rehearse)",
+                field="--dry-run" if not dry_run else "--output",
+            )
+        folder_option(output, "--output")
+        return
+    if rehearse:
+        raise UsageError("--rehearse runs containers here; leave out --scheduler kubernetes")
     if not dry_run:
         raise UsageError(
             "builder runs no kubectl: --scheduler kubernetes --dry-run [-o FILE] writes the "
@@ -319,7 +397,6 @@ def check_scheduler(
         )
     if output is not None:
         file_option(output, "--output")
-    return True
 
 
 def _say(line: str) -> None:

@@ -1,0 +1,106 @@
+"""Preflight under Slurm: the probe as the run's own batch job, written for sbatch, and
+its nodes' output judged here.
+
+The probe's job is the Slurm scheduler's folder for the probe's stack (``preflight_stack``:
+the run named NAME-preflight, the probe as its script): the same image, runtime,
+launcher, #SBATCH options, binds and environment as the run's. Its scripts are in the
+folder's ``preflight/``, bound read-only where the runtime isolates (as over ssh); the
+job is pinned to the nodes of launch.nodes (``--nodelist``), which are the nodes the
+report is judged against. builder runs no sbatch on a cluster: the user submits the job,
+gathers its nodes' output (``cat logs/JOBID/*.out``) and judges it with ``--from-log``;
+``builder preflight --rehearse --scheduler slurm`` runs the same on the rehearsal's real
+Slurm here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from builder.cluster.folder import write_cluster_files
+from builder.cluster.hostfile import hosts_from_nodes
+from builder.contract import JOB_LOGS
+from builder.output import OutputFile, check_private
+from builder.payload import payload_text
+from builder.preflight.cluster import FOLDER, preflight_stack
+from builder.preflight.probe import FILES, expected_of
+from builder.schedulers.slurm import README, SCHEDULER, SCRIPT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from builder.preflight.probe import Settings
+    from builder.preflight.report import Expected
+    from builder.resolved import Resolved
+
+
+def slurm_probe(resolved: Resolved, folder: str, settings: Settings) -> Resolved:
+    """The run with the probe as its script (from folder's preflight/), pinned to the
+    nodes of launch.nodes unless launch.slurm.extra names its own (--nodelist, -w)."""
+    probe = preflight_stack(resolved, folder, settings)
+    launch = probe.spec.launch
+    named = any(item.startswith(("--nodelist", "--nodefile")) for item in launch.slurm.extra)
+    if named:
+        return probe
+    extra = (*launch.slurm.extra, f"--nodelist={','.join(launch.nodes)}")
+    slurm = replace(launch.slurm, extra=extra)
+    return probe.with_spec(replace(probe.spec, launch=replace(launch, slurm=slurm)))
+
+
+def preflight_job_files(
+    resolved: Resolved, folder: Path, *, image: str, settings: Settings, spec_ref: str
+) -> list[OutputFile]:
+    """The probe's batch job: the scheduler's folder for the probe's stack, the probe's
+    scripts in preflight/, and a README of the commands from here to the table."""
+    here = str(folder.resolve())
+    probe = slurm_probe(resolved, here, settings)
+    files = [
+        f
+        for f in SCHEDULER.materialize(probe, image=image, cluster_dir=folder, spec_ref=spec_ref)
+        if f.path != README
+    ]
+    scripts = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
+    logs = probe.spec.launch.logs or f"{here}/{JOB_LOGS}"
+    readme = f"""# Preflight under Slurm: {resolved.spec.name}
+
+The probe as the run's own batch job: the run's image, runtime, launcher, #SBATCH
+options, binds and environment, on the nodes of launch.nodes.
+
+1. Put this folder on storage every node sees, at this same path ({here}).
+2. Submit it: `sbatch {shlex.quote(here)}/{SCRIPT}`.
+3. Once it has ended, gather its nodes' output and judge it:
+   `cat {logs}/JOBID/*.out > preflight.log`, then
+   `builder preflight {spec_ref} --scheduler slurm --from-log preflight.log`
+   (the table, and exit 15 naming the node that is slow, misconfigured or different).
+"""
+    return [*files, *scripts, OutputFile(README, 0o644, readme)]
+
+
+def write_preflight_job(
+    resolved: Resolved,
+    folder: Path,
+    *,
+    image: str,
+    settings: Settings,
+    spec_ref: str = "stack.yaml",
+    force: bool = False,
+) -> list[Path]:
+    """Write the probe's batch job folder (0700 when made here, all or nothing)."""
+    check_private(folder)
+    files = preflight_job_files(resolved, folder, image=image, settings=settings, spec_ref=spec_ref)
+    return write_cluster_files(files, folder, force=force, secret=True)
+
+
+def slurm_expected(resolved: Resolved, settings: Settings) -> Expected:
+    """What the probe's reports should show: every node of launch.nodes, in its order."""
+    launch = resolved.spec.launch
+    hosts = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
+    return expected_of(
+        resolved.platform,
+        hosts,
+        launch.slots,
+        fabric=resolved.fabric.name,
+        env=resolved.run_environment(),
+        settings=settings,
+    )
