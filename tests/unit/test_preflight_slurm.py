@@ -19,7 +19,7 @@ from tests.unit.test_preflight import output, reports
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from click.testing import Result
+    from typer.testing import Result
 
 IMAGE = "registry.example.com/team/train:1"
 
