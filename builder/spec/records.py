@@ -820,6 +820,32 @@ class LaunchSpec:
             "torchrun only."
         ),
     )
+    node_timeout: int | None = field(
+        None,
+        ge=3,
+        le=3600,
+        example="6",
+        description=(
+            "Elastic (launch.min_nodes): seconds without a heartbeat after which the "
+            "rendezvous gives a node up (torchrun --rdzv-conf keep_alive_interval = a third "
+            "of it, keep_alive_max_attempt = 3). Default 6 (torch's own: 15). Shorter finds "
+            "a lost node sooner; a node that stalls longer (a long GC pause, a hung "
+            "filesystem) is taken for lost. torchrun only."
+        ),
+    )
+    last_call: int | None = field(
+        None,
+        ge=1,
+        le=3600,
+        example="3",
+        description=(
+            "Elastic (launch.min_nodes): seconds the rendezvous waits for more nodes once "
+            "launch.min_nodes have joined, at the start and after a node is lost (torchrun "
+            "--rdzv-conf last_call_timeout). Default 3 (torch's own: 30). A node starting "
+            "later than that joins at the next regroup, which restarts every rank. torchrun "
+            "only."
+        ),
+    )
     socket_ifname: str | None = field(
         None,
         pattern=r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$",

@@ -249,5 +249,43 @@ def test_a_restart_policy_is_what_torchs_parser_reads(torchrun_parser: Any) -> N
     )
     argv = torchrun_argv(launch, nnodes=2, master_addr="n1", rdzv_id="r")
     args = torchrun_parser.parse_args(argv[1:])
-    assert (args.max_restarts, args.nnodes, args.rdzv_conf) == (3, "1:2", "join_timeout=120")
+    assert (args.max_restarts, args.nnodes) == (3, "1:2")
     assert args.training_script == "train.py"
+    # the rendezvous settings as torch's c10d handler reads them (dynamic_rendezvous's
+    # create_handler: *_timeout and keep_alive_* through RendezvousParameters.get_as_int)
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.elastic.rendezvous.utils import _parse_rendezvous_config
+
+    def read(conf: str) -> dict[str, int | None]:
+        params = RendezvousParameters(
+            "c10d", "n1:29500", "r", 1, 2, **_parse_rendezvous_config(conf)
+        )
+        keys = (
+            "join_timeout",
+            "last_call_timeout",
+            "keep_alive_interval",
+            "keep_alive_max_attempt",
+        )
+        return {key: params.get_as_int(key) for key in keys}
+
+    assert read(args.rdzv_conf) == {
+        "join_timeout": 120,
+        "last_call_timeout": 3,  # builder's elastic defaults: a lost node regroups in ~10 s
+        "keep_alive_interval": 2,
+        "keep_alive_max_attempt": 3,
+    }
+    mine = replace(launch, node_timeout=30, last_call=20)
+    args = torchrun_parser.parse_args(
+        torchrun_argv(mine, nnodes=2, master_addr="n1", rdzv_id="r")[1:]
+    )
+    assert read(args.rdzv_conf) == {
+        "join_timeout": 120,
+        "last_call_timeout": 20,
+        "keep_alive_interval": 10,
+        "keep_alive_max_attempt": 3,
+    }
+    fixed = replace(launch, min_nodes=None)
+    args = torchrun_parser.parse_args(
+        torchrun_argv(fixed, nnodes=2, master_addr="n1", rdzv_id="r")[1:]
+    )
+    assert args.rdzv_conf == "join_timeout=120"  # not elastic: no node is given up

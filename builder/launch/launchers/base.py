@@ -206,6 +206,8 @@ class Launcher:
                 ("launch.restarts", launch.restarts),
                 ("launch.min_nodes", launch.min_nodes),
                 ("launch.rendezvous_timeout", launch.rendezvous_timeout),
+                ("launch.node_timeout", launch.node_timeout),
+                ("launch.last_call", launch.last_call),
             )
             if value and not self.elastic
         ]

@@ -41,6 +41,35 @@ def rank_lines(logs: str) -> str:
     return tail("\n".join(lines), 25)
 
 
+NODE_TIMEOUT = 6
+"""Seconds without a heartbeat before an elastic rendezvous gives a node up (torch: 15)."""
+LAST_CALL = 3
+"""Seconds an elastic rendezvous waits for more nodes once enough have joined (torch: 30)."""
+KEEP_ALIVE_ATTEMPTS = 3
+"""Missed heartbeats before a node is given up: torch's own count, at a shorter interval."""
+
+
+def rendezvous_conf(launch: LaunchSpec) -> list[tuple[str, int]]:
+    """torchrun's --rdzv-conf for the c10d rendezvous (torch 2.13's dynamic_rendezvous
+    reads join_timeout, last_call_timeout, keep_alive_interval, keep_alive_max_attempt).
+
+    An elastic run (launch.min_nodes) regroups without a lost node once the rendezvous
+    has given its heartbeat up (keep_alive_interval x keep_alive_max_attempt) and its
+    last call has passed: with torch's defaults (5 s x 3, then 30 s) that is about 45 s
+    of every surviving rank idle; with builder's (2 s x 3, then 3 s) about 10 s."""
+    conf = []
+    if launch.rendezvous_timeout is not None:
+        conf.append(("join_timeout", launch.rendezvous_timeout))
+    if launch.min_nodes is not None:
+        node_timeout = launch.node_timeout or NODE_TIMEOUT
+        conf += [
+            ("last_call_timeout", launch.last_call or LAST_CALL),
+            ("keep_alive_interval", max(1, node_timeout // KEEP_ALIVE_ATTEMPTS)),
+            ("keep_alive_max_attempt", KEEP_ALIVE_ATTEMPTS),
+        ]
+    return conf
+
+
 def torchrun_argv(
     launch: LaunchSpec,
     *,
@@ -64,8 +93,8 @@ def torchrun_argv(
     if node_rank is None:
         rendezvous = endpoint or f"{master_addr}:{launch.master_port}"
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous, "--rdzv-id", rdzv_id]
-        if launch.rendezvous_timeout is not None:
-            argv += ["--rdzv-conf", f"join_timeout={launch.rendezvous_timeout}"]
+        if conf := rendezvous_conf(launch):
+            argv += ["--rdzv-conf", ",".join(f"{key}={value}" for key, value in conf)]
     else:
         argv += ["--node-rank", str(node_rank), "--master-addr", master_addr]
         argv += ["--master-port", str(launch.master_port)]
