@@ -138,6 +138,18 @@ SETTINGS = (
         launch={"rendezvous_timeout": 901},
     ),
     Setting(
+        "launch.node_timeout",
+        "how soon an elastic run gives a silent node up",
+        r"keep_alive_interval=11\b",
+        launch={"min_nodes": 1, "node_timeout": 33},
+    ),
+    Setting(
+        "launch.last_call",
+        "how long an elastic rendezvous waits for more nodes",
+        r"last_call_timeout=17\b",
+        launch={"min_nodes": 1, "last_call": 17},
+    ),
+    Setting(
         "launch.master_port",
         "the rendezvous port",
         r"\b29577\b",

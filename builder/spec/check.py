@@ -90,6 +90,18 @@ def run_problems(spec: Spec) -> Problems:
                 "run could never start; give at most that many",
             )
         )
+    for where, value in (
+        ("launch.node_timeout", launch.node_timeout),
+        ("launch.last_call", launch.last_call),
+    ):
+        if value is not None and launch.min_nodes is None:
+            problems.append(
+                (
+                    where,
+                    "only an elastic run (launch.min_nodes) gives a node up or waits a last "
+                    "call for more: set launch.min_nodes, or leave it out",
+                )
+            )
     targets = list(launch.own_path_folders())
     if launch.code:
         targets.insert(0, ("launch.code", image.workdir))

@@ -66,3 +66,12 @@ def test_the_markdown_table_has_a_row_per_setting_and_a_column_per_site() -> Non
     assert "DROPPED" not in text
     assert "Why a site refuses:" in text
     assert isinstance(SITES[0], Site)
+
+
+@pytest.mark.parametrize("field", ["node_timeout", "last_call"])
+def test_an_elastic_setting_without_an_elastic_run_is_refused(field: str) -> None:
+    """node_timeout and last_call mean something only with min_nodes: refused, not dropped."""
+    site = SITES[0]
+    cell = probe(site, Setting(f"launch.{field}", "x", r"never", launch={field: 9}))
+    assert cell.outcome == "refused"
+    assert f"launch.{field}: only an elastic run (launch.min_nodes)" in cell.detail
