@@ -230,7 +230,7 @@ def _value(  # noqa: PLR0911 - one branch per kind of type
     if origin is tuple:
         return _sequence(args[0], rule, data, loc, problems)
     if origin is dict:
-        return _mapping(rule, data, loc, problems)
+        return _mapping(rule, data, loc, problems, args[1])
     return _scalar(tp, rule, data, loc, problems)
 
 
@@ -261,12 +261,14 @@ def _sequence(item: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[L
     return _checked(rule, items, loc, problems, before)
 
 
-def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
+def _mapping(
+    rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]], values: Any = str
+) -> Any:
     if not isinstance(data, dict):
         problems.append((loc, _not_a_mapping(rule, data, loc)))
         return None
     before = len(problems)
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str) or (
             _text_problem(key) or (rule.keys_pattern and not re.fullmatch(rule.keys_pattern, key))
@@ -274,6 +276,8 @@ def _mapping(rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -
             problems.append(
                 ((*loc, shown(key, quote=False)), f"{shown(key)} is not a valid name here")
             )
+        elif values is not str:  # counts (launch.node_slots): read as the scalar they are
+            out[key] = _scalar(values, Rule(), value, (*loc, key), problems)
         # a mapping's values are never shown: launch.env's may be secrets
         elif not isinstance(value, str):
             problems.append(
@@ -630,7 +634,8 @@ def _type_schema(  # noqa: PLR0911 - one branch per kind of type
         return schema
     if origin is dict:
         names = {"pattern": rule.keys_pattern} if rule.keys_pattern else {}
-        return {"type": "object", "additionalProperties": {"type": "string"}} | (
+        values = _scalar_schema(args[1], Rule())
+        return {"type": "object", "additionalProperties": values} | (
             {"propertyNames": names} if names else {}
         )
     return _scalar_schema(tp, rule)

@@ -192,6 +192,12 @@ SETTINGS = (
         launch={"socket_ifname": "pty7"},
     ),
     Setting(
+        "launch.node_slots",
+        "a node of another size (here node2 runs 1 rank, node1 2)",
+        r"node2 slots=1\b|nproc-per-node\W+1\b",
+        launch={"slots": 2, "node_slots": {"node2": 1}},
+    ),
+    Setting(
         "launch.args",
         "the script's arguments",
         r"--parity-arg",

@@ -103,6 +103,7 @@ def hostfile(
     hosts = choose_hosts(
         spec_nodes=launch.nodes if launch else None,
         spec_slots=launch.slots if launch else None,
+        spec_node_slots=launch.node_slots if launch else None,
         nodes=nodes or [],
         slots=slots,
         from_slurm=from_slurm,

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
 
+    from builder.spec.records import LaunchSpec
+
 MAX_SLOTS = 1024
 _TASKS = re.compile(r"([0-9]{1,4})(\(x[0-9]{1,6}\))?")
 _COUNT = re.compile(r"[0-9]{1,4}")
@@ -53,6 +55,13 @@ def hosts_from_nodes(nodes: Iterable[str], slots: int) -> list[Host]:
             value=tuple(twice),
         )
     return [Host(name, slots) for name in names]
+
+
+def run_hosts(launch: LaunchSpec) -> list[Host]:
+    """The run's hosts in node-rank order, each with its own slots (launch.node_slots)."""
+    return [
+        Host(h.name, launch.slots_of(h.name)) for h in hosts_from_nodes(launch.nodes, launch.slots)
+    ]
 
 
 def hosts_from_slurm(env: Mapping[str, str], slots: int | None = None) -> list[Host]:
@@ -155,8 +164,10 @@ def choose_hosts(
     slots: int | None,
     from_slurm: bool,
     env: Mapping[str, str],
+    spec_node_slots: Mapping[str, int] | None = None,
 ) -> list[Host]:
-    """The hosts `builder hostfile` writes: --nodes, else the Slurm job, else the spec's launch."""
+    """The hosts `builder hostfile` writes: --nodes, else the Slurm job, else the spec's
+    launch (its nodes of another size too, unless --slots gives every node the same)."""
     if slots is not None and not 1 <= slots <= MAX_SLOTS:
         raise UsageError(
             f"--slots {slots}: give 1 to {MAX_SLOTS} processes per node",
@@ -177,7 +188,9 @@ def choose_hosts(
         return _named("--nodes", lambda: hosts_from_nodes(nodes, per_node))
     if spec_nodes is None:
         raise UsageError("say which nodes: --nodes LIST, --from-slurm, or a spec (launch.nodes)")
-    return _named("launch.nodes", lambda: hosts_from_nodes(spec_nodes, per_node))
+    own = spec_node_slots if slots is None and spec_node_slots else {}
+    hosts = _named("launch.nodes", lambda: hosts_from_nodes(spec_nodes, per_node))
+    return [Host(host.name, own.get(host.name, host.slots)) for host in hosts]
 
 
 def _named(source: str, hosts: Callable[[], list[Host]]) -> list[Host]:

@@ -15,10 +15,10 @@ plan at all: its actions name the bundle's secret files instead.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder.cluster.hostfile import hosts_from_nodes
+from builder.cluster.hostfile import run_hosts
 from builder.cluster.nodelist import count_nodelist
 from builder.contract import CHECKPOINTS_VARIABLE
 from builder.errors import UsageError, shown
@@ -306,7 +306,8 @@ def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPl
     """The plan of the resolved stack's run, node by node."""
     check_pair(resolved)
     run, launcher, launch = resolved.runtime, resolved.launcher, resolved.spec.launch
-    nodes = tuple(host.name for host in hosts_from_nodes(launch.nodes, launch.slots))
+    hosts = run_hosts(launch)
+    nodes = tuple(host.name for host in hosts)
     master = launch.master_addr or nodes[0]
     # launch.logs: each node's launcher writes its ranks' logs (and error file) there
     placement = Placement(nodes, master, resolved.spec.name, job_logs=launch.logs or "")
@@ -321,7 +322,15 @@ def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPl
         action = run.exec(setup, command)
         steps.append(NodeStep(nodes[0], "launch", action, purpose, run.stop(action)))
     else:
-        action = run.run(setup, command)
+        # every node runs the same command, but for its own process count (node_slots)
+        actions = {launch.slots: run.run(setup, command)}
+        for slots in {host.slots for host in hosts} - set(actions):
+            sized = resolved.with_spec(
+                replace(resolved.spec, launch=replace(launch, slots=slots, node_slots={}))
+            )
+            actions[slots] = run.run(*prepare(sized, image, cluster_dir, placement))
         purpose = run.purpose(launcher.name)
-        steps += [NodeStep(node, "run", action, purpose, run.stop(action)) for node in nodes]
+        for host in hosts:
+            action = actions[host.slots]
+            steps.append(NodeStep(host.name, "run", action, purpose, run.stop(action)))
     return LaunchPlan(run.name, launcher.name, nodes, master, tuple(steps), run.host_paths(setup))

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder import architectures
-from builder.cluster.hostfile import hosts_from_nodes, read_hostfile
+from builder.cluster.hostfile import read_hostfile, run_hosts
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
 from builder.engine.docker import connect
@@ -75,6 +75,13 @@ def probe_stack(
     container (a bind, a ConfigMap). Everything else is the run's."""
     spec = resolved.spec
     launch = spec.launch
+    if launch.uneven:
+        raise UsageError(
+            "launch.node_slots: preflight judges every node against the same number of ranks; "
+            "nodes of different sizes are not judged yet: run it on the nodes of one size "
+            "(a spec with those nodes and their slots), then on the others",
+            field="launch.node_slots",
+        )
     if script is None:
         workdir = spec.image.workdir.rstrip("/") + "/"
         if launch.code and f"{MOUNT}/".startswith(workdir):
@@ -100,7 +107,7 @@ def check_bundle(spec: Spec, cluster_dir: Path) -> None:
             "wrote for this spec, or a folder that does not exist yet (preflight writes it)"
         )
     found = [(h.name, h.slots) for h in read_hostfile(hostfile)]
-    wanted = [(h.name, h.slots) for h in hosts_from_nodes(spec.launch.nodes, spec.launch.slots)]
+    wanted = [(h.name, h.slots) for h in run_hosts(spec.launch)]
     if found != wanted:
         listed = ", ".join(f"{name} slots={slots}" for name, slots in found)
         spec_says = ", ".join(f"{name} slots={slots}" for name, slots in wanted)

@@ -43,10 +43,15 @@ class Expected:
     ops: tuple[str, ...] = ()
     """DeepSpeed's CPU optimizer ops the image has compiled in: each node's first rank uses
     each one, and must not compile it."""
+    node_slots: dict[str, int] = field(default_factory=dict)
+    """Nodes of another size (launch.node_slots): their own processes."""
+
+    def slots_of(self, node: str) -> int:
+        return self.node_slots.get(node, self.slots)
 
     @property
     def world(self) -> int:
-        return len(self.nodes) * self.slots
+        return sum(self.slots_of(node) for node in self.nodes)
 
 
 @dataclass
@@ -130,10 +135,13 @@ def _missing(by_rank: dict[int, RankRow], expected: Expected) -> list[Fault]:
     missing = [rank for rank in range(expected.world) if rank not in by_rank]
     if not missing:
         return []
-    # node ranks follow the hostfile: node k holds ranks k*slots .. k*slots+slots-1
+    # node ranks follow the hostfile: each node holds the next slots_of(node) ranks
     faults = []
-    for index, node in enumerate(expected.nodes):
-        mine = [r for r in missing if r // expected.slots == index]
+    first = 0
+    for node in expected.nodes:
+        count = expected.slots_of(node)
+        mine = [r for r in missing if first <= r < first + count]
+        first += count
         if mine:
             faults.append(Fault(node, f"rank(s) {', '.join(map(str, mine))} never reported"))
     return faults
@@ -143,10 +151,9 @@ def _local_ranks(rows: list[RankRow], expected: Expected) -> list[Fault]:
     faults = []
     for node in expected.nodes:
         local = sorted(row.local_rank for row in rows if row.node == node)
-        if local and local != list(range(expected.slots)):
-            faults.append(
-                Fault(node, f"local ranks {local}, expected 0..{expected.slots - 1} once each")
-            )
+        slots = expected.slots_of(node)
+        if local and local != list(range(slots)):
+            faults.append(Fault(node, f"local ranks {local}, expected 0..{slots - 1} once each"))
     return faults
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.cluster.dsenv import dsenv_for
+from builder.cluster.hostfile import run_hosts
 from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
 from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
 from builder.launch.runtimes import docker
@@ -113,8 +114,12 @@ def workload_of(
     for key, value in resolved.platform.rehearsal_env:
         env.setdefault(key, value)
     names = tuple(node.name for node in session.nodes)
+    # nodes of another size keep it on the rehearsal's node of the same rank
+    spec_hosts = [h.name for h in run_hosts(launch)]
+    sizes = {name: launch.slots_of(host) for name, host in zip(names, spec_hosts, strict=False)}
     launch = replace(
         launch,
+        node_slots={name: n for name, n in sizes.items() if n != launch.slots},
         launcher=launcher.name,
         runtime=docker.RUNTIME.name,
         nodes=names,
@@ -142,6 +147,7 @@ def workload_of(
     expected = Expected(
         nodes=names,
         slots=launch.slots,
+        node_slots=dict(launch.node_slots),
         master=names[0],
         env=expected_env,
         ops=probed_ops(image_labels or {}),

@@ -242,6 +242,19 @@ def kubernetes_manifests(
     resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=SCHEDULER)
     check_pair(resolved)
     _check_network(resolved)
+    if resolved.spec.launch.uneven:
+        raise SpecError(
+            resolved.stack.source,
+            [
+                Problem(
+                    "launch.node_slots",
+                    "a TrainJob or PyTorchJob runs numProcPerNode processes in every pod; "
+                    "nodes of different sizes would need one replicated job per size, which "
+                    "builder does not write yet: run it over ssh (`builder bundle`), or one "
+                    "job per node size",
+                )
+            ],
+        )
     spec, launcher = resolved.spec, resolved.launcher
     k8s = spec.launch.kubernetes
     nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))

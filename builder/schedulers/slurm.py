@@ -168,6 +168,19 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             value=launcher.name,
         )
     check_pair(resolved)
+    if launch.uneven:
+        raise SpecError(
+            source or "builder",
+            [
+                Problem(
+                    "launch.node_slots",
+                    "a Slurm job gives every node the same tasks (--ntasks-per-node) and the "
+                    "batch hostfile the same slots; nodes of different sizes would need a "
+                    "heterogeneous job (#SBATCH hetjob), which builder does not write yet: "
+                    "run it over ssh (`builder bundle`), or one job per node size",
+                )
+            ],
+        )
     logs, where = (
         (launch.logs, "launch.logs")
         if launch.logs

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.folder import RECORD
-from builder.cluster.hostfile import hostfile_text, hosts_from_nodes
+from builder.cluster.hostfile import hostfile_text, run_hosts
 from builder.cluster.keys import (
     AUTHORIZED,
     HOST_PRIVATE,
@@ -68,7 +68,7 @@ class Ssh(Scheduler):
         spec = resolved.spec
         directory = str(cluster_dir.resolve())
         plan = launch_plan(resolved, image=image, cluster_dir=directory)
-        hosts = hosts_from_nodes(spec.launch.nodes, spec.launch.slots)
+        hosts = run_hosts(spec.launch)
         port = spec.image.ssh.port
         needed = needed_files(spec)
         files = [

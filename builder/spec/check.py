@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from builder import platforms
-from builder.cluster.nodelist import count_nodelist
+from builder.cluster.nodelist import count_nodelist, expand_nodelist
 from builder.contract import CLUSTER_DIR, TORCH_DIR, VENV
 from builder.fabrics import FABRICS
 from builder.launch import launchers
@@ -81,6 +81,17 @@ def run_problems(spec: Spec) -> Problems:
                 "have none; remove it, or use accelerator: cuda",
             )
         )
+    if launch.node_slots:
+        listed = {name for entry in launch.nodes for name in expand_nodelist(entry)}
+        strangers = sorted(set(launch.node_slots) - listed)
+        if strangers:
+            problems.append(
+                (
+                    "launch.node_slots",
+                    f"{', '.join(strangers[:5])}: not in launch.nodes; node_slots gives a "
+                    "node of launch.nodes its own processes",
+                )
+            )
     nodes = sum(map(count_nodelist, launch.nodes))
     if launch.min_nodes is not None and launch.min_nodes > nodes:
         problems.append(

@@ -83,6 +83,13 @@ def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
     return nodes
 
 
+def _node_slots(slots: dict[str, int]) -> dict[str, int]:
+    for name, count in slots.items():
+        if not 1 <= count <= 1024:
+            raise ValueError(f"{name}: {count} processes; give 1 to 1024")
+    return dict(sorted(slots.items()))
+
+
 def _bind_path(path: str) -> str:
     # One side of a bind (``bind_problem``: what docker and apptainer would misread).
     why = bind_problem(path)
@@ -786,6 +793,19 @@ class LaunchSpec:
         description="Host names or Slurm node lists (gpu[01-04]); order = node rank.",
     )
     slots: int = field(1, ge=1, le=1024, description="Processes (accelerators) per node.")
+    node_slots: dict[str, int] = field(
+        default_factory=dict,
+        keys_pattern=r"^\S+$",
+        check=_node_slots,
+        example="{gpu02: 2}",
+        description=(
+            "Nodes of another size: a host of launch.nodes and its own processes (the others "
+            "run launch.slots). The hostfile gets each host's slots=, each node's torchrun its "
+            "own --nproc-per-node, and the world size is the sum. deepspeed and torchrun "
+            "over ssh; Slurm and Kubernetes refuse it (their jobs give every node the same "
+            "tasks)."
+        ),
+    )
     master_addr: str | None = field(None, example="gpu01", description="Default: the first node.")
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
     restarts: int = field(
@@ -966,6 +986,15 @@ class LaunchSpec:
     )
     slurm: Slurm = field(default_factory=Slurm)
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
+
+    def slots_of(self, host: str) -> int:
+        """The processes host runs: its own (node_slots), else launch.slots."""
+        return self.node_slots.get(host, self.slots)
+
+    @property
+    def uneven(self) -> bool:
+        """Some node runs another number of processes than launch.slots."""
+        return any(count != self.slots for count in self.node_slots.values())
 
     def own_path_folders(self) -> tuple[tuple[str, str], ...]:
         """(field, host folder) of each folder bound at its own path in every runtime:

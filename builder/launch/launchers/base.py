@@ -122,6 +122,9 @@ class Launcher:
     """Runs only as a Slurm job's tasks (srun starts every rank): never in an ssh plan."""
     batch_hostfile: ClassVar[bool] = False
     """In a batch job it reads a hostfile of the job's nodes, which the script writes."""
+    uneven: ClassVar[bool] = False
+    """Runs nodes of different sizes (launch.node_slots): each node's own process count
+    reaches it (the hostfile's slots=, or its own command)."""
     elastic: ClassVar[bool] = False
     """Restarts its ranks (launch.restarts), runs on fewer nodes (launch.min_nodes), and
     takes a rendezvous timeout."""
@@ -211,6 +214,15 @@ class Launcher:
             )
             if value and not self.elastic
         ]
+        if launch.uneven and not self.uneven:
+            problems.append(
+                (
+                    "launch.node_slots",
+                    f"{self.name} runs launch.slots processes on every node (its world size "
+                    "and placement are slots x nodes): use deepspeed or torchrun for nodes of "
+                    "different sizes, or give every node the same slots",
+                )
+            )
         if launch.logs and not self.rank_log and not self.batch_only:
             problems.append(
                 (

@@ -173,6 +173,7 @@ class DeepSpeed(Launcher):
     reaches_with = "pdsh"
     needs = (DEEPSPEED, PDSH)
     reads_dsenv = True
+    uneven = True  # the hostfile's slots= per host: DeepSpeed's world_info follows it
     batch = True
     rank_log = "--enable_each_rank_log=LOGS/ranks (there, not on the console)"
     batch_hostfile = True

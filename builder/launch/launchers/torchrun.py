@@ -187,6 +187,7 @@ class Torchrun(Launcher):
     commands = ("torchrun",)
     batch = True
     elastic = True
+    uneven = True  # each node's own --nproc-per-node; c10d sums the world
     rank_log = "--log-dir LOGS/ranks-NODE, --tee 3, TORCHELASTIC_ERROR_FILE LOGS/error-NODE.json"
     batch_task = "running the same torchrun (c10d rendezvous on the first node)"
     script_arg_parsers = (TORCHRUN_OPTIONS,)
