@@ -377,6 +377,18 @@ def other_einops(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheels[0]
 
 
+def install_wheel(container: str, wheel: Path) -> None:
+    """pip install wheel (no dependencies) in a running node's container: its packages
+    drift from the other nodes', for real."""
+    inside = f"/tmp/{wheel.name}"
+    subprocess.run(["docker", "cp", str(wheel), f"{container}:{inside}"], check=True)
+    subprocess.run(
+        ["docker", "exec", container, "pip", "install", "-q", "--no-deps", inside],
+        check=True,
+        capture_output=True,
+    )
+
+
 def leftovers(engine: DockerEngine) -> tuple[list[str], list[str], int]:
     """The rehearsals' containers and networks, and how many volumes the engine has."""
     client = engine._client

@@ -29,6 +29,7 @@ from builder.resolved import resolve
 from builder.spec.loader import load_preset, load_stack
 from builder.spec.records import Mount
 from tests.conftest import real_tool
+from tests.integration.conftest import install_wheel
 from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
@@ -159,14 +160,7 @@ def test_a_node_with_a_slow_link_is_named() -> None:
 @pytest.mark.usefixtures("clean")
 def test_a_node_whose_packages_drifted_is_named(other_einops: Path) -> None:
     def drift(run: RehearsedPreflight) -> None:
-        node = run.nodes[1].container
-        wheel = f"/tmp/{other_einops.name}"
-        subprocess.run(["docker", "cp", str(other_einops), f"{node}:{wheel}"], check=True)
-        subprocess.run(
-            ["docker", "exec", node, "pip", "install", "-q", "--no-deps", wheel],
-            check=True,
-            capture_output=True,
-        )
+        install_wheel(run.nodes[1].container, other_einops)
 
     result = preflight(one_slot(), drift, LENIENT)
     named = failed(result)

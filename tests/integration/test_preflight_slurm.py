@@ -18,6 +18,7 @@ from builder.preflight.probe import Settings
 from builder.preflight.rehearsal import RehearsedPreflight
 from builder.resolved import resolve
 from builder.spec.loader import load_preset
+from tests.integration.conftest import install_wheel
 from tests.integration.images import IMAGE
 
 if TYPE_CHECKING:
@@ -61,14 +62,7 @@ def test_a_node_whose_packages_drifted_is_named_under_slurm(other_einops: Path) 
         settings=LENIENT,
     ) as run:
         run.up()
-        node = run.nodes[1].container
-        wheel = f"/tmp/{other_einops.name}"
-        subprocess.run(["docker", "cp", str(other_einops), f"{node}:{wheel}"], check=True)
-        subprocess.run(
-            ["docker", "exec", node, "pip", "install", "-q", "--no-deps", wheel],
-            check=True,
-            capture_output=True,
-        )
+        install_wheel(run.nodes[1].container, other_einops)
         result = run.job()
     named = [(f.node, f.what) for f in result.findings if f.severity == "fail"]
     drifted = [what for node, what in named if "environment differs" in what]
