@@ -96,9 +96,8 @@ class Resolved:
         if not values:
             return self
         launch = self.spec.launch
-        secret = sorted(
-            name for name in values if name in secret_names(launch) or is_secret_name(name)
-        )
+        listed = set(launch.secret) | secret_names(launch)
+        secret = sorted(name for name in values if name in listed or is_secret_name(name))
         if secret:
             raise UsageError(
                 f"{option} {', '.join(secret)}: a secret never goes on a command line (every "

@@ -119,6 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 INTEGRATION = Path(__file__).parent / "integration"
+QUIET = "quiet_machine"
+"""The fixture of the tests that wait for the shared images' builds to end."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -126,11 +128,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test under tests/integration/ is an integration test, whether its module
     says so or not; they run after the tests that need no engine (each part in the order
     it came in, random included), while the shared images build
-    (tests/integration/images.py). pytest-randomly shuffles before this runs."""
+    (tests/integration/images.py). The tests that judge rates wait for every build to end
+    (``quiet_machine``): they run last, so that the others run while the builds go on
+    instead of waiting behind them. pytest-randomly shuffles before this runs."""
     for item in items:
         if item.path.is_relative_to(INTEGRATION):
             item.add_marker(pytest.mark.integration)
-    items.sort(key=lambda item: item.get_closest_marker("integration") is not None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("integration") is not None,
+            QUIET in getattr(item, "fixturenames", ()),
+        )
+    )
 
 
 @dataclass

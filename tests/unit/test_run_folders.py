@@ -371,3 +371,11 @@ def test_a_new_scheduler_is_one_module_that_bundle_reaches(tmp_path: Path) -> No
     assert (folder / "README.md").read_text() == f"qsub {folder.resolve()}/job.pbs\n"
     record = json.loads((folder / ".builder-written.json").read_text())
     assert set(record["files"]) == {"README.md"}  # job.pbs carries the --set value
+
+
+def test_a_name_launch_secret_lists_is_a_secret_on_the_command_line_too(tmp_path: Path) -> None:
+    spec = spec_file(tmp_path, secret=["WANDB_API"])
+    code, stdout, stderr = cli("launch", str(spec), "--set", f"WANDB_API={SECRET}")
+    assert code == 2
+    assert "--set WANDB_API: a secret never goes on a command line" in stderr
+    assert SECRET not in stdout + stderr
