@@ -96,8 +96,9 @@ class Resolved:
         if not values:
             return self
         launch = self.spec.launch
-        listed = set(launch.secret) | secret_names(launch)
-        secret = sorted(name for name in values if name in listed or is_secret_name(name))
+        secret = sorted(
+            name for name in values if name in secret_names(launch) or is_secret_name(name)
+        )
         if secret:
             raise UsageError(
                 f"{option} {', '.join(secret)}: a secret never goes on a command line (every "

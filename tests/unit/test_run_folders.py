@@ -374,7 +374,7 @@ def test_a_new_scheduler_is_one_module_that_bundle_reaches(tmp_path: Path) -> No
 
 
 def test_a_name_launch_secret_lists_is_a_secret_on_the_command_line_too(tmp_path: Path) -> None:
-    spec = spec_file(tmp_path, secret=["WANDB_API"])
+    spec = spec_file(tmp_path, secret=["WANDB_API"], env={"WANDB_API": "old"})
     code, stdout, stderr = cli("launch", str(spec), "--set", f"WANDB_API={SECRET}")
     assert code == 2
     assert "--set WANDB_API: a secret never goes on a command line" in stderr
