@@ -88,18 +88,14 @@ from builder.lock.file import lock_path as lock_path
 from builder.lock.take import take_lock as take_lock
 from builder.output import OutputFile as OutputFile
 from builder.output import write_files as write_files
-from builder.preflight.cluster import ClusterPreflight as ClusterPreflight
-from builder.preflight.kubernetes import kubernetes_expected as kubernetes_expected
-from builder.preflight.kubernetes import preflight_manifests_text as preflight_manifests_text
-from builder.preflight.kubernetes import write_preflight_manifests as write_preflight_manifests
+from builder.preflight.probe import ProbeOutput as ProbeOutput
+from builder.preflight.probe import ProbeRequest as ProbeRequest
 from builder.preflight.probe import Settings as PreflightSettings
 from builder.preflight.rehearsal import rehearsed_preflight as rehearsed_preflight
 from builder.preflight.report import Preflight as Preflight
 from builder.preflight.report import judge_log as judge_log
 from builder.preflight.report import read_log as read_log
 from builder.preflight.show import table as preflight_table
-from builder.preflight.slurm import slurm_expected as slurm_expected
-from builder.preflight.slurm import write_preflight_job as write_preflight_job
 from builder.rehearse.faults import Kill as Kill
 from builder.rehearse.faults import kill_of as kill_of
 from builder.rehearse.report import rank_table as rank_table
@@ -113,16 +109,27 @@ from builder.resolved import resolve as resolve
 from builder.schedulers import get as get_scheduler
 from builder.schedulers import names as scheduler_names
 from builder.schedulers.base import Scheduler as Scheduler
-from builder.schedulers.kubernetes import PodFiles as PodFiles
-from builder.schedulers.kubernetes import kubernetes_manifests as kubernetes_manifests
-from builder.schedulers.kubernetes import kubernetes_secrets as kubernetes_secrets
-from builder.schedulers.kubernetes import kubernetes_text as kubernetes_text
-from builder.schedulers.kubernetes import manifests_yaml as manifests_yaml
-from builder.schedulers.kubernetes import pod_hosts as pod_hosts
-from builder.schedulers.kubernetes import secrets_path as secrets_path
-from builder.schedulers.kubernetes import write_kubernetes as write_kubernetes
-from builder.schedulers.slurm import sbatch_script as sbatch_script
+from builder.schedulers.kubernetes.manifests import PodFiles as PodFiles
+from builder.schedulers.kubernetes.manifests import kubernetes_manifests as kubernetes_manifests
+from builder.schedulers.kubernetes.manifests import kubernetes_secrets as kubernetes_secrets
+from builder.schedulers.kubernetes.manifests import kubernetes_text as kubernetes_text
+from builder.schedulers.kubernetes.manifests import manifests_yaml as manifests_yaml
+from builder.schedulers.kubernetes.manifests import pod_hosts as pod_hosts
+from builder.schedulers.kubernetes.manifests import secrets_path as secrets_path
+from builder.schedulers.kubernetes.manifests import write_kubernetes as write_kubernetes
+from builder.schedulers.kubernetes.preflight import kubernetes_expected as kubernetes_expected
+from builder.schedulers.kubernetes.preflight import (
+    preflight_manifests_text as preflight_manifests_text,
+)
+from builder.schedulers.kubernetes.preflight import (
+    write_preflight_manifests as write_preflight_manifests,
+)
+from builder.schedulers.kubernetes.section import KUBERNETES_JOBS as KUBERNETES_JOBS
+from builder.schedulers.slurm.preflight import slurm_expected as slurm_expected
+from builder.schedulers.slurm.preflight import write_preflight_job as write_preflight_job
+from builder.schedulers.slurm.script import sbatch_script as sbatch_script
 from builder.schedulers.ssh import write_bundle as write_bundle
+from builder.schedulers.ssh.preflight import ClusterPreflight as ClusterPreflight
 from builder.spec.loader import Stack as Stack
 from builder.spec.loader import load_preset as load_preset
 from builder.spec.loader import load_spec as load_spec
@@ -132,7 +139,6 @@ from builder.spec.loader import spec_from_dict as spec_from_dict
 from builder.spec.presets import preset_names as preset_names
 from builder.spec.presets import preset_summaries as preset_summaries
 from builder.spec.presets import preset_text as preset_text
-from builder.spec.records import KUBERNETES_JOBS as KUBERNETES_JOBS
 from builder.spec.records import Spec as Spec
 from builder.spec.records import spec_json_schema as spec_json_schema
 
@@ -159,6 +165,8 @@ __all__ = [
     "PodFiles",
     "Preflight",
     "PreflightSettings",
+    "ProbeOutput",
+    "ProbeRequest",
     "Pushed",
     "Recipe",
     "Reference",

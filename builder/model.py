@@ -71,10 +71,18 @@ class Rule:
     """The values a string may take, asked for when data is parsed (plug-in names)."""
     extras: typing.Callable[[], tuple[Extra, ...]] | None = None
     """On a dict[str, str] field: the record's own keys that are collected into it."""
+    sections: typing.Callable[[], dict[str, type[Any]]] | None = None
+    """On a dict[str, Any] field: the record's own keys that plug-ins own as whole
+    records (``launch.slurm``), each parsed by its record class, absent ones its default."""
     example: str | None = None
     """A valid value as YAML writes it (``[gpu01, gpu02]``), for messages about this field."""
     what: str | None = None
     """What the field holds, for messages (``a list of host names``); default: its type."""
+
+    @property
+    def collects(self) -> bool:
+        """The field holds keys of its record's own (extras, sections), written back flat."""
+        return self.extras is not None or self.sections is not None
 
 
 def field(
@@ -91,6 +99,7 @@ def field(
     check: Check | None = None,
     choices: typing.Callable[[], tuple[str, ...]] | None = None,
     extras: typing.Callable[[], tuple[Extra, ...]] | None = None,
+    sections: typing.Callable[[], dict[str, type[Any]]] | None = None,
     example: str | None = None,
     what: str | None = None,
 ) -> Any:
@@ -110,6 +119,7 @@ def field(
         check,
         choices,
         extras,
+        sections,
         example,
         what,
     )
@@ -134,7 +144,7 @@ def dump(record: Any) -> Any:
         data: dict[str, Any] = {}
         for f in dataclasses.fields(record):
             value = dump(getattr(record, f.name))
-            if _rule(f).extras is not None:
+            if _rule(f).collects:
                 data.update(value)
             else:
                 data[f.name] = value
@@ -148,13 +158,27 @@ def dump(record: Any) -> Any:
     return record
 
 
+def sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    """items sorted, refused when one is listed twice: install order does not matter to
+    apt or pip, and sorting makes a hash independent of how the list was written."""
+    twice = sorted({item for item in items if items.count(item) > 1})
+    if twice:
+        raise ValueError(f"listed twice: {', '.join(twice)}")
+    return tuple(sorted(items))
+
+
 def field_names(cls: type[Any]) -> list[str]:
     """The keys a record accepts, in declaration order (plug-ins' keys in place of their
     mapping field)."""
     names: list[str] = []
     for f in dataclasses.fields(cls):
-        extras = _rule(f).extras
-        names += [extra.name for extra in extras()] if extras is not None else [f.name]
+        rule = _rule(f)
+        if rule.extras is not None:
+            names += [extra.name for extra in rule.extras()]
+        elif rule.sections is not None:
+            names += list(rule.sections())
+        else:
+            names.append(f.name)
     return names
 
 
@@ -186,9 +210,16 @@ def _record(cls: type[Any], data: Any, loc: Loc, problems: list[tuple[Loc, str]]
     values: dict[str, Any] = {}
     before = len(problems)
     for name, f in fields.items():
-        extras = _rule(f).extras
-        if extras is not None:
-            values[name] = _extras(extras(), data, loc, problems)
+        rule = _rule(f)
+        if rule.extras is not None:
+            values[name] = _extras(rule.extras(), data, loc, problems)
+        elif rule.sections is not None:
+            values[name] = {
+                key: _record(section, data[key], (*loc, key), problems)
+                if key in data
+                else section()
+                for key, section in rule.sections().items()
+            }
         elif name in data:
             values[name] = _value(_hints(cls)[name], _rule(f), data[name], (*loc, name), problems)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -588,6 +619,12 @@ def _record_schema(cls: type[Any], defs: dict[str, Any]) -> dict[str, Any]:
         rule = _rule(f)
         if rule.extras is not None:
             properties.update((extra.name, _extra_schema(extra)) for extra in rule.extras())
+            continue
+        if rule.sections is not None:
+            properties.update(
+                (key, _type_schema(section, Rule(), defs))
+                for key, section in rule.sections().items()
+            )
             continue
         prop = _type_schema(_hints(cls)[f.name], rule, defs)
         if rule.description:

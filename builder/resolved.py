@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from builder.launch.runtimes import Runtime
     from builder.platforms.base import Platform, ResolvedImage
     from builder.schedulers.base import Scheduler
-    from builder.spec.records import Spec
+    from builder.spec.records import LaunchSpec, Spec
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,19 @@ class Resolved:
         if spec.image != self.spec.image:
             raise ValueError("with_spec changes the run, never the image")
         return replace(self, stack=replace(self.stack, spec=spec))
+
+    def with_run(self, launch: LaunchSpec, *, runtime: Runtime | None = None) -> Resolved:
+        """The same image run another way (a rehearsal's staged nodes, its Slurm job's
+        nodes): launch replaced and, where it changes, the runtime. The inputs, image,
+        platform, fabric and scheduler stay as resolved; what changed is checked as
+        resolve checks it (launch.launcher against the image and the run)."""
+        spec = replace(self.spec, launch=launch)
+        return replace(
+            self,
+            stack=replace(self.stack, spec=spec),
+            launcher=_launcher(spec, launch.launcher),
+            runtime=runtime or self.runtime,
+        )
 
     def with_settings(self, values: Mapping[str, str], option: str = "--set") -> Resolved:
         """The same run with values added to (or overriding) launch.env: a command's

@@ -132,7 +132,7 @@ def build(
         },
     }
     if push:
-        pushed, record = _push(engine, built.reference, spec, tuple(built.results))
+        pushed, record = _push(engine, built.reference, stack, spec, tuple(built.results))
         data |= {
             "digest": pushed.digest,
             "pinned": pushed.pinned,
@@ -166,7 +166,7 @@ def push(
         )
     own = reference == image_ref(stack, None)
     platforms = (stack.spec.image.platforms or ()) if own else ()
-    pushed, record = _push(engine, reference, spec, platforms)
+    pushed, record = _push(engine, reference, stack, spec, platforms)
     set_result(
         {
             "reference": pushed.reference,
@@ -188,13 +188,17 @@ def _check_record(stack: Stack, reference: str, spec: Path | None) -> None:
 
 
 def _push(
-    engine: Engine, reference: str, spec: Path | None, platforms: tuple[str, ...] = ()
+    engine: Engine,
+    reference: str,
+    stack: Stack,
+    spec: Path | None,
+    platforms: tuple[str, ...] = (),
 ) -> tuple[Pushed, Path | None]:
     """Push reference (of several platforms: each architecture's image and their manifest
     list; progress on stderr) and record its digest beside a spec file."""
     source = spec_file(spec)
     pushed, record = push_and_record(
-        engine, reference, source, lambda line: typer.echo(line, err=True), platforms
+        engine, reference, source, lambda line: typer.echo(line, err=True), platforms, stack=stack
     )
     if source is None:
         typer.echo(f"pushed {pushed.pinned} (no spec file: nothing recorded)", err=True)

@@ -7,26 +7,23 @@ with --from-log)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from dataclasses import replace
+from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from builder import (
     MAX_REHEARSAL_NODES,
-    ClusterPreflight,
     PreflightSettings,
-    Ssh,
+    ProbeOutput,
+    ProbeRequest,
     connect,
     judge_log,
-    kubernetes_expected,
-    preflight_manifests_text,
     preflight_table,
     read_log,
     rehearsed_preflight,
-    slurm_expected,
-    write_preflight_job,
-    write_preflight_manifests,
+    scheduler_names,
 )
 from builder.cli.app import app, say_error
 from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
@@ -34,7 +31,6 @@ from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_resul
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
     Bounded,
-    Choice,
     ForceOpt,
     ImageOpt,
     KubernetesJobOpt,
@@ -53,16 +49,14 @@ from builder.cli.options import (
 from builder.errors import PreflightFailed, UsageError
 
 if TYPE_CHECKING:
-    from builder.preflight.report import Expected, Preflight
-    from builder.resolved import Resolved
+    from builder.preflight.report import Preflight
 
 MAX_BUDGET = 24 * 3600
 """A day of measurements; the probe's own minimum (a few seconds) is PreflightSettings'."""
 DEFAULTS = PreflightSettings()
 QUICK = PreflightSettings(quick=True)
-SSH, SLURM, KUBERNETES = "ssh", "slurm", "kubernetes"
-"""Where the probe runs: the nodes over ssh (launch.sh), the run's batch job, or the run's
-TrainJob."""
+DEFAULT_SITE = "ssh"
+"""Where the probe runs unless --scheduler says: the nodes over ssh (launch.sh)."""
 
 
 @app.command()
@@ -125,7 +119,7 @@ def preflight(
         Optional[str],  # noqa: UP045
         typer.Option(
             "--scheduler",
-            **Choice((SSH, SLURM, KUBERNETES)).option,
+            metavar="[" + "|".join(scheduler_names()) + "]",
             help="ssh: the nodes of launch.nodes, reached from here (default); slurm: the "
             "probe as the run's batch job, written with --dry-run -o FOLDER for sbatch (or "
             "run on the rehearsal's Slurm with --rehearse), its nodes' output read with "
@@ -167,119 +161,70 @@ def preflight(
         ssh_config=ssh_config,
         dry_run=dry_run,
     )
-    site = check_scheduler(
-        scheduler,
-        job=job,
+    if from_log is not None and (rehearse or dry_run):
+        given = "--rehearse" if rehearse else "--dry-run"
+        raise UsageError(f"--from-log judges a saved log; {given} runs or prints the probe")
+    request = ProbeRequest(
+        settings,
+        image=image or "",
+        dry_run=dry_run,
+        rehearse=rehearse,
+        from_log=from_log is not None,
         output=output,
         force=force,
-        from_log=from_log,
-        rehearse=rehearse,
-        dry_run=dry_run,
+        job=job,
         cluster_dir=cluster_dir,
         ssh_config=ssh_config,
+        spec_ref=spec_ref(spec, preset),
+        engine=connect,
     )
-    resolved = resolved_of(stack_of(spec, preset), scheduler=site)
-    say = _say
+    resolved = resolved_of(stack_of(spec, preset), scheduler=scheduler or DEFAULT_SITE)
+    site = resolved.scheduler
+    site.check_probe(request)
     if from_log is not None:
-        expected = _expected(
-            site, resolved, settings, job=job, image=image, folder=cluster_dir, ssh=ssh_config
-        )
+        expected = site.probe_expected(resolved, request)
         where = {**settings.as_data(), "where": str(from_log)}
         report(judge_log(read_log(from_log), expected, where), as_json)
         return
-    reference = plan_image(resolved, image, spec)
-    if site != SSH and not rehearse:
-        refuse_stdout(as_json, output)
-        written = _probe_job(
-            site,
-            resolved,
-            output,
-            image=reference,
-            settings=settings,
-            job=job,
-            force=force,
-            spec_ref=spec_ref(spec, preset),
-        )
-        set_result(files_result(written))
-        return
+    if output is not None and site.probe_writes is not None:
+        writes_file = site.probe_writes == "file"
+        file_option(output, "--output") if writes_file else folder_option(output, "--output")
+    request = replace(request, image=plan_image(resolved, image, spec))
     if rehearse:
         result = rehearsed_preflight(
             resolved,
-            image=reference,
+            image=request.image,
             engine=connect(),
             nodes=nodes or 2,
             settings=settings,
-            say=say,
+            say=_say,
         )
-    else:
-        run = ClusterPreflight(
-            resolved,
-            image=reference,
-            cluster_dir=cluster_dir or Path("cluster"),
-            settings=settings,
-            ssh=Ssh(ssh_config),
-            say=say,
-        )
-        if dry_run:
-            set_result(run.plan.as_data())
-            if not as_json:
-                typer.echo(run.plan.text(), nl=False)
-            return
-        result = run.run()
-    report(result, as_json)
+        report(result, as_json)
+        return
+    if site.probe_writes is not None:
+        refuse_stdout(as_json, output)
+    outcome = site.preflight(resolved, request, say=_say)
+    if isinstance(outcome, ProbeOutput):
+        shown(outcome, output, force=force, as_json=as_json)
+        return
+    report(outcome, as_json)
 
 
-def _expected(
-    site: str,
-    resolved: Resolved,
-    settings: PreflightSettings,
-    *,
-    job: str | None,
-    image: str | None,
-    folder: Path | None,
-    ssh: Path | None,
-) -> Expected:
-    """What a saved log of the probe should show, for the site it ran on."""
-    if site == KUBERNETES:
-        return kubernetes_expected(resolved, settings, job)
-    if site == SLURM:
-        return slurm_expected(resolved, settings)
-    return ClusterPreflight(
-        resolved,
-        image=image or "",
-        cluster_dir=folder or Path("cluster"),
-        settings=settings,
-        ssh=Ssh(ssh),
-    ).expected()
-
-
-def _probe_job(
-    site: str,
-    resolved: Resolved,
-    output: Path | None,
-    *,
-    image: str,
-    settings: PreflightSettings,
-    job: str | None,
-    force: bool,
-    spec_ref: str,
-) -> list[Path]:
-    """The probe as the site's own job, written (or, for Kubernetes without -o, printed)."""
-    if site == SLURM:
-        assert output is not None  # check_scheduler asks for it
-        written = write_preflight_job(
-            resolved, output, image=image, settings=settings, spec_ref=spec_ref, force=force
-        )
-    elif output is None or str(output) == "-":
-        text = preflight_manifests_text(resolved, image=image, settings=settings, job=job)
-        return print_or_write(text, output, force=force)
-    else:
-        written = write_preflight_manifests(
-            resolved, output, image=image, settings=settings, job=job, force=force
-        )
-    for path in written:
-        typer.echo(f"wrote {path}", err=True)
-    return written
+def shown(outcome: ProbeOutput, output: Path | None, *, force: bool, as_json: bool) -> None:
+    """What a site's preflight gave back without running the probe: the files of its job
+    (listed), or a text (a plan, manifests) printed or written to -o."""
+    if outcome.written:
+        for path in outcome.written:
+            typer.echo(f"wrote {path}", err=True)
+        set_result(files_result(list(outcome.written)))
+        return
+    text = outcome.text or ""
+    if outcome.data is not None:  # a plan: printed, its data the --json result
+        set_result(outcome.data)
+        if not as_json:
+            typer.echo(text, nl=False)
+        return
+    set_result(files_result(print_or_write(text, output, force=force)))
 
 
 def report(result: Preflight, as_json: bool) -> None:
@@ -330,73 +275,6 @@ def check_options(
         )
     else:
         ssh_config_file(ssh_config)
-
-
-def check_scheduler(
-    scheduler: str | None,
-    *,
-    job: str | None,
-    output: Path | None,
-    force: bool,
-    from_log: Path | None,
-    rehearse: bool,
-    dry_run: bool,
-    cluster_dir: Path | None,
-    ssh_config: Path | None,
-) -> str:
-    """Where the probe runs (ssh, slurm or kubernetes); the options of the other places
-    preflight runs are refused, not ignored."""
-    site = scheduler or SSH
-    if from_log is not None and (rehearse or dry_run):
-        given = "--rehearse" if rehearse else "--dry-run"
-        raise UsageError(f"--from-log judges a saved log; {given} runs or prints the probe")
-    if job is not None and site != KUBERNETES:
-        raise UsageError("--job is for --scheduler kubernetes")
-    if site == SSH:
-        if output is not None:
-            raise UsageError("--output is for --scheduler kubernetes or slurm")
-        if force:
-            raise UsageError("--force replaces the files --dry-run -o writes (kubernetes, slurm)")
-        return site
-    if cluster_dir is not None or ssh_config is not None:
-        option = "--cluster-dir" if cluster_dir is not None else "--ssh-config"
-        raise UsageError(
-            f"{option} is for the nodes over ssh; a {site} job's nodes are the scheduler's"
-        )
-    if (from_log is not None or rehearse) and (output is not None or force):
-        raise UsageError("--output and --force write the probe's job (--dry-run)")
-    if from_log is None:
-        _check_probe_job(site, output=output, rehearse=rehearse, dry_run=dry_run)
-    return site
-
-
-def _check_probe_job(site: str, *, output: Path | None, rehearse: bool, dry_run: bool) -> None:
-    """The probe as the site's own job: written (--dry-run), or for Slurm run on the
-    rehearsal's real Slurm (--rehearse); builder submits nothing to a real cluster."""
-    if site == SLURM:
-        if rehearse:
-            return
-        if not dry_run or output is None:
-            raise UsageError(
-                "builder runs no sbatch on a cluster: --scheduler slurm --dry-run -o FOLDER "
-                "writes the probe's batch job; submit it, save its nodes' output and judge it "
-                "with --scheduler slurm --from-log FILE (or run it on the rehearsal's Slurm "
-                "here: --scheduler slurm --rehearse)",
-                field="--dry-run" if not dry_run else "--output",
-            )
-        folder_option(output, "--output")
-        return
-    if rehearse:
-        raise UsageError("--rehearse runs containers here; leave out --scheduler kubernetes")
-    if not dry_run:
-        raise UsageError(
-            "builder runs no kubectl: --scheduler kubernetes --dry-run [-o FILE] writes the "
-            "probe's TrainJob; apply it with kubectl, save its pods' logs, and judge them "
-            "with --scheduler kubernetes --from-log FILE",
-            field="--dry-run",
-        )
-    if output is not None:
-        file_option(output, "--output")
 
 
 def _say(line: str) -> None:

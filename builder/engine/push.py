@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.engine.base import Engine
+    from builder.spec.loader import Stack
 
 REFUSED = (
     "unauthorized",
@@ -115,14 +116,17 @@ def push_and_record(
     spec_path: Path | None,
     on_line: Callable[[str], None] = lambda _: None,
     platforms: tuple[str, ...] = (),
+    *,
+    stack: Stack | None = None,
 ) -> tuple[Pushed, Path | None]:
     """Push reference (of several platforms: each architecture's image and their
     manifest list) and, when it is the spec file's own name:tag, record its digest
     beside the spec (stack.digest), which launch, bundle, slurm and preflight then pin;
-    (the push, the record written or None: no spec file, or another name:tag)."""
+    (the push, the record written or None: no spec file, or another name:tag). stack:
+    the spec file as the caller loaded it (a command's one resolve); None: read here."""
     own = False
     if spec_path is not None:  # read first: a bad spec stops before anything is pushed
-        image = load_spec(spec_path).spec.image
+        image = (stack or load_spec(spec_path)).spec.image
         own = f"{image.name}:{image.tag}" == reference
         if own:
             check_pin_path(spec_path)

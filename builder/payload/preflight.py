@@ -52,12 +52,6 @@ else:  # beside this script in the image, where builder is not installed
 
 MARK = "BUILDER_PREFLIGHT "
 NCCL_LOG = "builder-preflight.%h.%p.nccl"
-MATMUL = {"cpu": 512, "cuda": 8192, "hpu": 8192}
-"""The square matrix size per device kind (quick runs use half)."""
-COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30, "hpu": 1 << 30}
-SWEEP = {"cpu": (1 << 12, 1 << 26), "cuda": (1 << 16, 1 << 30), "hpu": (1 << 16, 1 << 30)}
-"""All-reduce sizes in bytes (smallest, largest), by 4x steps; quick stops at 1/64."""
-LINK_BYTES = {"cpu": 8 << 20, "cuda": 256 << 20, "hpu": 256 << 20}
 LINK_TRIES = 5
 """Transfers per link after the first (the median counts)."""
 
@@ -101,9 +95,9 @@ def timed(device: Device, work: object, seconds: float, windows: int) -> float:
     return sorted(rates)[len(rates) // 2]
 
 
-def matmul_rate(device: Device, quick: bool, seconds: float) -> dict[str, object]:
+def matmul_rate(device: Device, matmul: int, quick: bool, seconds: float) -> dict[str, object]:
     torch = device.torch
-    size = MATMUL[device.kind] // (2 if quick else 1)
+    size = matmul // (2 if quick else 1)
     dtype = device.matmul_type()
     a = torch.randn(size, size, device=device.device).to(dtype)
     b = torch.randn(size, size, device=device.device).to(dtype)
@@ -116,9 +110,9 @@ def matmul_rate(device: Device, quick: bool, seconds: float) -> dict[str, object
     }
 
 
-def copy_rate(device: Device, quick: bool, seconds: float) -> dict[str, object]:
+def copy_rate(device: Device, copy_bytes: int, quick: bool, seconds: float) -> dict[str, object]:
     torch = device.torch
-    size = COPY_BYTES[device.kind] // (4 if quick else 1)
+    size = copy_bytes // (4 if quick else 1)
     src = torch.ones(size // 4, dtype=torch.float32, device=device.device)
     dst = torch.empty_like(src)
     rate = timed(device, lambda: dst.copy_(src), seconds, 3 if quick else 5)
@@ -176,7 +170,7 @@ def sweep(
 ) -> list[dict[str, object]]:
     """All-reduce over group for growing sizes while the share of the budget lasts."""
     torch, dist = device.torch, run.dist
-    low, high = SWEEP[device.kind]
+    low, high = run.args.sweep
     if run.args.quick:
         high = max(low, high // 64)
     results: list[dict[str, object]] = []
@@ -217,7 +211,7 @@ def link(run: Run, device: Device, leaders: list[int]) -> dict[str, float]:
     """This node's link, from its first rank: bytes/s it sends to the next node's first
     rank and receives from the previous one's, one pair at a time (the receiver times)."""
     torch, dist = device.torch, run.dist
-    size = LINK_BYTES[device.kind]
+    size = run.args.link_bytes
     buffer = torch.ones(size // 4, dtype=torch.float32, device=device.device)
     mine: dict[str, float] = {}
     count = len(leaders)
@@ -311,7 +305,7 @@ def init(args: argparse.Namespace, device: Device, rank: int, local_rank: int, w
     os.environ.setdefault("WORLD_SIZE", str(world))
     os.environ.setdefault("MASTER_PORT", "29500")
     timeout = timedelta(seconds=args.timeout)
-    if device.kind == "cuda":
+    if device.indexed:
         try:  # torch 2.3+: the communicator is made on this GPU, not rank % count's
             dist.init_process_group(args.backend, timeout=timeout, device_id=device.device)
             return
@@ -369,10 +363,12 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
     budget = args.budget
     dist.barrier()
     report["matmul"] = matmul_rate(
-        device, args.quick, 0.05 * budget if args.quick else 0.1 * budget
+        device, args.matmul, args.quick, 0.05 * budget if args.quick else 0.1 * budget
     )
     dist.barrier()
-    report["memory"] = copy_rate(device, args.quick, 0.05 * budget if args.quick else 0.1 * budget)
+    report["memory"] = copy_rate(
+        device, args.copy_bytes, args.quick, 0.05 * budget if args.quick else 0.1 * budget
+    )
     dist.barrier()
     share = max(0.5, run.left() / 4)
     sweeps: dict[str, object] = {"world": sweep(run, device, None, world, share)}
@@ -385,7 +381,7 @@ def measure(args: argparse.Namespace, report: dict[str, object], log_dir: str) -
         dist.barrier()
         report.update(link(run, device, leaders))
     dist.barrier()
-    if args.backend != "gloo":
+    if args.transport != "sockets":
         report["transport"] = transport(log_dir)
     if rank in leaders:
         report["fingerprint"] = fingerprint()
@@ -410,11 +406,28 @@ def emit(report: dict[str, object]) -> None:
         os.write(1, (MARK + json.dumps(report, sort_keys=True) + "\n").encode())
 
 
+def sizes(text: str) -> tuple[int, int]:
+    """--sweep's SMALLEST:LARGEST, in bytes."""
+    low, _, high = text.partition(":")
+    return int(low), int(high)
+
+
 def arguments() -> argparse.ArgumentParser:
     """The probe's options (what ``builder.preflight.probe.probe_args`` writes)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--device", choices=sorted(MATMUL), required=True)
-    parser.add_argument("--backend", choices=("gloo", "nccl", "hccl"), required=True)
+    # what the platform and its collective library say (builder.preflight.probe_args)
+    parser.add_argument("--device", required=True, help="torch's device type (cpu, cuda, hpu)")
+    parser.add_argument("--backend", required=True, help="torch.distributed's backend")
+    parser.add_argument(
+        "--transport",
+        choices=("sockets", "net", "unread"),
+        default="sockets",
+        help="net: the library logs the transport it uses (NCCL_DEBUG), read back",
+    )
+    parser.add_argument("--matmul", type=int, default=512)
+    parser.add_argument("--copy-bytes", type=int, default=64 << 20)
+    parser.add_argument("--sweep", type=sizes, default=(1 << 12, 1 << 26))
+    parser.add_argument("--link-bytes", type=int, default=8 << 20)
     parser.add_argument("--slots", type=int, required=True)
     parser.add_argument("--budget", type=float, required=True)
     parser.add_argument("--timeout", type=float, default=300.0)
@@ -429,7 +442,7 @@ def main() -> None:
     args = arguments().parse_args()
     rank, local_rank, world = identity()
     log_dir = tempfile.mkdtemp(prefix="builder-preflight-")
-    if args.backend == "nccl":  # NCCL and RCCL say which transport they use
+    if args.transport == "net":  # NCCL and RCCL say which transport they use
         os.environ["NCCL_DEBUG"] = "INFO"
         os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
         os.environ["NCCL_DEBUG_FILE"] = str(Path(log_dir) / NCCL_LOG)

@@ -79,13 +79,18 @@ class Device:
             importlib.import_module("habana_frameworks.torch.distributed.hccl")
             self.module = importlib.import_module("habana_frameworks.torch.hpu")
             self.device = torch.device("hpu")
-        elif kind == "cuda":
-            self.module = torch.cuda
-            count = torch.cuda.device_count()
+        elif kind != "cpu":  # cuda (and ROCm's), and torch's other indexed devices (xpu)
+            self.module = getattr(torch, kind)
+            count = self.module.device_count()
             self.index = 0 if count == 1 else self.local_rank
-            self.device = torch.device("cuda", self.index)
+            self.device = torch.device(kind, self.index)
         else:
             self.device = torch.device("cpu")
+
+    @property
+    def indexed(self) -> bool:
+        """The rank has a device of its own by index (cuda:N), for its communicator."""
+        return self.device.index is not None
 
     def visible(self) -> int:
         if self.kind == "cpu":
@@ -143,8 +148,8 @@ class Device:
 
     def use(self) -> None:
         """Make this rank's device current and touch it (it must initialise)."""
-        if self.kind == "cuda":
-            self.torch.cuda.set_device(self.index)
+        if self.indexed and self.module is not None:
+            self.module.set_device(self.index)
         self.torch.ones(1, device=self.device).sum().item()
 
     def sync(self) -> None:

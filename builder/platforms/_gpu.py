@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from builder.platforms.base import TORCH_INDEX_ROOT, Platform, Problems, wheel_problems
+from builder.platforms.base import (
+    ACCELERATOR_PROBE,
+    TORCH_INDEX_ROOT,
+    Platform,
+    Problems,
+    wheel_problems,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +43,7 @@ class WheelIndexedGpu(Platform):
     gpus_per_slot = True
     rehearsal_env = (("DS_ACCELERATOR", "cpu"),)
     torch_device = "cuda"  # ROCm's torch calls its GPUs cuda too
+    probe_sizes = ACCELERATOR_PROBE
     device_word = "GPU"
     ds_accelerator = "cuda"  # DeepSpeed's ROCm builds go through its cuda accelerator
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from builder.collectives import Collective
     from builder.model import Extra
-    from builder.spec.records import ImageSpec, LaunchSpec
+    from builder.spec.records import ImageSpec
 
 VERSION_PATTERN = r"^[0-9][a-z0-9.+-]*$"
 """A release: a digit first, then digits, letters, dots, '+' and '-' (2.14.1, 12.6.3,
@@ -38,6 +38,43 @@ TORCH_MIN_PYTHON = {"2.15": "3.11"}
 2.15.0 start at cp311; older minors still cover every OS builder knows)."""
 Problems = list[tuple[str, str]]
 """(field path, what to do) pairs."""
+
+
+@dataclass(frozen=True)
+class ProbeSizes:
+    """What the preflight probe moves on one device of a platform: enough to reach the
+    device's speed within the budget, little enough that a CPU rank is done in seconds."""
+
+    matmul: int
+    """The square matrix size (quick runs use half)."""
+    copy_bytes: int
+    """The device memory copy (quick runs a quarter)."""
+    sweep: tuple[int, int]
+    """All-reduce sizes in bytes (smallest, largest), by 4x steps; quick stops at 1/64."""
+    link_bytes: int
+    """One transfer between two nodes' first ranks."""
+
+    def args(self) -> tuple[str, ...]:
+        """The probe's options that carry them."""
+        low, high = self.sweep
+        return (
+            "--matmul",
+            str(self.matmul),
+            "--copy-bytes",
+            str(self.copy_bytes),
+            "--sweep",
+            f"{low}:{high}",
+            "--link-bytes",
+            str(self.link_bytes),
+        )
+
+
+CPU_PROBE = ProbeSizes(
+    matmul=512, copy_bytes=64 << 20, sweep=(1 << 12, 1 << 26), link_bytes=8 << 20
+)
+ACCELERATOR_PROBE = ProbeSizes(
+    matmul=8192, copy_bytes=1 << 30, sweep=(1 << 16, 1 << 30), link_bytes=256 << 20
+)
 
 
 @dataclass(frozen=True)
@@ -123,6 +160,8 @@ class Platform:
     what a fabric needs for it, and what preflight and the fingerprint read of it."""
     torch_device: ClassVar[str] = "cpu"
     """The torch device type of a rank (ROCm's torch calls its GPUs cuda)."""
+    probe_sizes: ClassVar[ProbeSizes] = CPU_PROBE
+    """What the preflight probe measures with on one of its devices."""
     device_word: ClassVar[str | None] = None
     """What preflight calls one device ("7 of 8 GPUs visible"); None: no devices to count."""
     env_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -361,11 +400,12 @@ class Platform:
 
     # -- running it ---------------------------------------------------------
 
-    def slurm_options(self, launch: LaunchSpec) -> list[str]:
-        """#SBATCH resource options (beyond nodes and tasks) for launch."""
-        gpus = launch.slurm.gpus_per_node
+    def slurm_options(self, slots: int, gpus_per_node: int | None) -> list[str]:
+        """#SBATCH resource options (beyond nodes and tasks) for nodes of slots ranks
+        (gpus_per_node: launch.slurm's, None unless the spec sets it)."""
+        gpus = gpus_per_node
         if gpus is None and self.gpus_per_slot:
-            gpus = launch.slots
+            gpus = slots
         return [f"--gpus-per-node={gpus}"] if gpus else []
 
     def run_env(self) -> dict[str, str]:

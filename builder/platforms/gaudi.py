@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from builder.collectives import hccl
 from builder.model import Extra, did_you_mean
-from builder.platforms.base import VERSION_PATTERN, Platform, Problems
+from builder.platforms.base import ACCELERATOR_PROBE, VERSION_PATTERN, Platform, Problems
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from builder.spec.records import ImageSpec, LaunchSpec
+    from builder.spec.records import ImageSpec
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class Gaudi(Platform):
     ds_accelerator = "hpu"
     collective = hccl.COLLECTIVE
     torch_device = "hpu"
+    probe_sizes = ACCELERATOR_PROBE
     device_word = "HPU"
     env_prefixes = ("HABANA_", "PT_HPU_")
     # Habana's images ship their own OpenMPI ($MPI_ROOT, e.g. /opt/amazon/openmpi with
@@ -197,10 +198,10 @@ class Gaudi(Platform):
             )
         return problems
 
-    def slurm_options(self, launch: LaunchSpec) -> list[str]:
+    def slurm_options(self, slots: int, gpus_per_node: int | None) -> list[str]:
         # Habana's Slurm fork schedules the cards as the GRES gpu (GresTypes=gpu,
         # NodeName=... Gres=gpu:8): docs.habana.ai, Orchestration/SLURM/SLURM.html
-        cards = launch.slots if launch.slurm.gpus_per_node is None else launch.slurm.gpus_per_node
+        cards = slots if gpus_per_node is None else gpus_per_node
         return [f"--gres=gpu:{cards}"] if cards else []
 
     def forwarded_env(self, image_env: Mapping[str, str] | None) -> dict[str, str]:

@@ -8,18 +8,29 @@ and collective backend, or on a rehearsal's stand-in for them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
 from builder.preflight.report import Expected
+from builder.spec.records import Mount
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from builder.engine.base import Engine
     from builder.platforms.base import Platform
+    from builder.resolved import Resolved
 
 PROBE = "preflight.py"
 FILES = (PROBE, "preflight_devices.py", "collect.py")
 """The payload scripts the probe needs on the nodes (collect.py: the fingerprint)."""
+FOLDER = "preflight"
+"""The probe's folder in the cluster folder: its scripts and its launch.sh."""
+MOUNT = "/etc/builder/preflight"
+"""Where the probe's folder is bound in a container: beside the cluster folder's bind,
+away from the code folder's (image.workdir)."""
 BUDGET = 60.0
 QUICK_BUDGET = 6.0
 MIN_BUDGET = 3.0
@@ -75,6 +86,45 @@ class Settings:
         return {"quick": self.quick, "budget": self.seconds, "threshold": self.threshold}
 
 
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What `builder preflight` was asked, as each site's preflight reads it
+    (``Scheduler.check_probe``, ``probe_expected``, ``preflight``)."""
+
+    settings: Settings = Settings()
+    image: str = ""
+    """The image reference the probe runs (the run's)."""
+    dry_run: bool = False
+    """Write or print the probe's job (or plan); run nothing."""
+    rehearse: bool = False
+    from_log: bool = False
+    """A saved output of the probe is judged; nothing runs or is written."""
+    output: Path | None = None
+    """Where --dry-run writes the probe's job (a folder or a file, as the site writes)."""
+    force: bool = False
+    job: str | None = None
+    """The Kubernetes job kind (--job)."""
+    cluster_dir: Path | None = None
+    """The ssh nodes' cluster folder (--cluster-dir)."""
+    ssh_config: Path | None = None
+    """The ssh client config that reaches the nodes (--ssh-config)."""
+    spec_ref: str = "stack.yaml"
+    """How a written README names the spec."""
+    engine: Callable[[], Engine] | None = None
+    """Reaches the engine here, which may hold the image (ssh: the architectures it was
+    built for, checked against the nodes' before anything starts)."""
+
+
+@dataclass(frozen=True)
+class ProbeOutput:
+    """What a site's preflight gave back when it ran nothing to judge: the files of the
+    probe's job it wrote, or a text to print (a plan, manifests) with its data for --json."""
+
+    written: tuple[Path, ...] = ()
+    text: str | None = None
+    data: object = None
+
+
 def probe_args(
     platform: Platform, slots: int, settings: Settings, threads: int | None = None
 ) -> tuple[str, ...]:
@@ -85,6 +135,9 @@ def probe_args(
         platform.torch_device,
         "--backend",
         platform.collective.torch_backend,
+        "--transport",
+        platform.collective.transport,
+        *platform.probe_sizes.args(),
         "--slots",
         str(slots),
         "--budget",
@@ -120,3 +173,47 @@ def expected_of(
         threshold=settings.threshold,
         mnnvl=bool(platform.mnnvl_env) and set(platform.mnnvl_env or ()) <= set(env.items()),
     )
+
+
+def preflight_stack(resolved: Resolved, cluster_dir: str, settings: Settings) -> Resolved:
+    """The resolved stack's run with the probe as its script (see the module's doc)."""
+    launch = resolved.spec.launch
+    folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
+    if resolved.runtime.isolated:
+        mounts = (*launch.mounts, Mount(folder, MOUNT, read_only=True))
+        return probe_stack(resolved, settings, mounts=mounts)
+    return probe_stack(resolved, settings, script=f"{folder}/{PROBE}")
+
+
+def probe_stack(
+    resolved: Resolved,
+    settings: Settings,
+    *,
+    script: str | None = None,
+    mounts: tuple[Mount, ...] | None = None,
+) -> Resolved:
+    """The run named NAME-preflight with the probe as its script and the probe's arguments:
+    script is where the nodes read it; None: the probe's folder is at MOUNT in the
+    container (a bind, a ConfigMap). Everything else is the run's."""
+    spec = resolved.spec
+    launch = spec.launch
+    if launch.uneven:
+        raise UsageError(
+            "launch.node_slots: preflight judges every node against the same number of ranks; "
+            "nodes of different sizes are not judged yet: run it on the nodes of one size "
+            "(a spec with those nodes and their slots), then on the others",
+            field="launch.node_slots",
+        )
+    if script is None:
+        workdir = spec.image.workdir.rstrip("/") + "/"
+        if launch.code and f"{MOUNT}/".startswith(workdir):
+            raise UsageError(
+                f"image.workdir {spec.image.workdir} holds {MOUNT}, where preflight mounts its "
+                "probe, and launch.code is mounted there: choose a workdir such as /workspace"
+            )
+        script = f"{MOUNT}/{PROBE}"
+    args = probe_args(resolved.platform, launch.slots, settings)
+    probe = replace(
+        launch, script=script, args=args, mounts=launch.mounts if mounts is None else mounts
+    )
+    return resolved.with_spec(replace(spec, name=f"{spec.name}-preflight", launch=probe))

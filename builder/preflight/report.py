@@ -13,6 +13,7 @@ DeepSpeed ops do not suit its devices (``fingerprint.deepspeed_ops``).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,6 @@ from builder.files import read_input
 from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.compare import differences
 from builder.fingerprint.record import Fingerprint
-from builder.rehearse.report import probe_reports
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -38,6 +38,23 @@ MAX_LOG = 256 * 1024 * 1024
 """The largest saved log ``--from-log`` reads (the probe's and NCCL's lines, many nodes)."""
 Severity = Literal["fail", "warn"]
 NET_WORDS = {"Socket": "sockets", "IB": "InfiniBand verbs"}
+
+
+def probe_reports(output: str, mark: str) -> list[dict[str, Any]]:
+    """Every report after mark in output, wherever it starts (pdsh puts `node: ` before
+    it)."""
+    decoder = json.JSONDecoder()
+    reports = []
+    at = output.find(mark)
+    while at >= 0:
+        try:
+            report, _ = decoder.raw_decode(output, at + len(mark))
+            if isinstance(report, dict) and "rank" in report:
+                reports.append(report)
+        except json.JSONDecodeError:
+            pass  # cut by another process's output: that rank shows as missing
+        at = output.find(mark, at + len(mark))
+    return reports
 
 
 @dataclass(frozen=True)

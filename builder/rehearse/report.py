@@ -9,7 +9,6 @@ every node has the same Python packages as the first.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,23 +62,6 @@ class RankRow:
     master: str | None
     sum: float | None
     problems: list[str] = field(default_factory=list)
-
-
-def probe_reports(output: str, mark: str = MARK) -> list[dict[str, Any]]:
-    """Every report after mark in output, wherever it starts (pdsh puts `node: ` before
-    it)."""
-    decoder = json.JSONDecoder()
-    reports = []
-    at = output.find(mark)
-    while at >= 0:
-        try:
-            report, _ = decoder.raw_decode(output, at + len(mark))
-            if isinstance(report, dict) and "rank" in report:
-                reports.append(report)
-        except json.JSONDecodeError:
-            pass  # cut by another process's output: that rank shows as missing
-        at = output.find(mark, at + len(mark))
-    return reports
 
 
 def check_reports(

@@ -18,6 +18,7 @@ import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from builder import schedulers
 from builder.contract import PRESET_LABEL, SSH_PORT_LABEL
 from builder.errors import BuildError, Interrupted, NotInEngine, UsageError
 from builder.launch import launchers
@@ -29,8 +30,7 @@ from builder.rehearse.ssh import OverSsh
 from builder.rehearse.staging import LOGS, PROBE, on_nodes, workload_of, write_workload
 from builder.rehearse.torchrun import EveryNode
 from builder.resolved import resolve
-from builder.schedulers import slurm
-from builder.schedulers.ssh import launch_script, needed_files
+from builder.schedulers.ssh.bundle import launch_script, needed_files
 from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_names
 
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from builder.resolved import Resolved
     from builder.spec.records import Spec
 
-SLURM = "slurm"
-"""Not a launcher: the batch launcher (torchrun) run by a real Slurm in containers."""
 MAX_NODES = 16
 
 
@@ -60,8 +58,12 @@ class Strategy(Protocol):
 
 
 def rehearsal_launchers() -> tuple[str, ...]:
-    """What `--launcher` takes: every launcher a machine like this one can run, and slurm."""
-    return (*(one.name for one in launchers.every() if one.rehearsal is None), SLURM)
+    """What `--launcher` takes: every launcher a machine like this one can run, and each
+    batch scheduler rehearsed here for real (slurm: its batch job, on slurmd containers)."""
+    return (
+        *(one.name for one in launchers.every() if one.rehearsal is None),
+        *schedulers.rehearsed_batch(),
+    )
 
 
 def why_not_rehearsed(launcher: str) -> str:
@@ -99,7 +101,7 @@ class Rehearsal:
             raise UsageError(f"--nodes {nodes}: a rehearsal runs 1 to {MAX_NODES} nodes")
         self.image = image
         self.keep = keep
-        shown = SLURM if self.slurm else launcher.name
+        shown = resolved.scheduler.name if self.slurm else launcher.name
         self.session = Session(engine, nodes=nodes, launcher=shown, timeout=timeout, say=say)
         self.launcher = launcher
         self.workload = workload_of(
@@ -254,14 +256,16 @@ def rehearsal_stack(stack: Stack | Spec | None, image_labels: dict[str, str]) ->
 
 
 def rehearsal_of(stack: Stack | Spec, launcher: str | None) -> Resolved:
-    """The stack resolved for a rehearsal with launcher (the spec's by default): slurm
-    rehearses the Slurm scheduler with the spec's launcher where it runs in a batch job,
-    else with the one a batch job runs in its place (named, never picked by sort order)."""
-    if launcher == SLURM:
-        own = resolve(stack, scheduler_name=SLURM)
-        if own.launcher.batch:
+    """The stack resolved for a rehearsal with launcher (the spec's by default): a batch
+    scheduler's name (slurm) rehearses that scheduler with the spec's launcher where it
+    runs in a batch job, else with the one its batch task runs in its place
+    (``Scheduler.batch_launcher``: named, never picked by sort order)."""
+    if launcher in schedulers.rehearsed_batch():
+        own = resolve(stack, scheduler_name=launcher)
+        instead = own.scheduler.batch_launcher
+        if own.launcher.batch or instead is None:
             return own
-        return resolve(stack, launcher_name=slurm.BATCH_LAUNCHER.name, scheduler_name=SLURM)
+        return resolve(stack, launcher_name=instead, scheduler_name=launcher)
     return resolve(stack, launcher_name=launcher)
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from builder.contract import REHEARSAL_LABEL
 from builder.errors import NotInEngine
 from builder.launch.logs import tail
-from builder.rehearse.report import Fault, check_reports, probe_reports
+from builder.preflight.report import probe_reports
+from builder.rehearse.report import MARK, Fault, check_reports
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -141,7 +142,7 @@ class Session:
         self.outcome.output = output
         if expected is None:
             return
-        rows, faults = check_reports(probe_reports(output), expected)
+        rows, faults = check_reports(probe_reports(output, MARK), expected)
         self.outcome.rows = rows
         known = {(f.node, f.what) for f in self.outcome.faults}
         self.outcome.faults += [f for f in faults if (f.node, f.what) not in known]

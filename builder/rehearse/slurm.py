@@ -23,8 +23,7 @@ from builder.engine.build import run_build
 from builder.errors import BuildError
 from builder.launch.runtimes import none as bare
 from builder.output import OutputFile
-from builder.resolved import resolve
-from builder.schedulers.slurm import SCHEDULER, sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -137,10 +136,10 @@ class SlurmCluster:
             START.format(folder=CLUSTER_DIR, controller=CONTROLLER, logs=LOGS)
         )
         # the nodes are slurmd containers whose environment is the image: runtime none
-        workload = resolve(
-            replace(self.workload.resolved.stack, source="builder rehearse"),
-            runtime_name=bare.RUNTIME.name,
-            scheduler_name=SCHEDULER.name,
+        staged = self.workload.resolved
+        workload = replace(
+            staged.with_run(staged.spec.launch, runtime=bare.RUNTIME),
+            stack=replace(staged.stack, source="builder rehearse"),
         )
         script = sbatch_script(workload, image=self.image, cluster_dir=CLUSTER_DIR)
         (folder / "job.sbatch").write_text(script)

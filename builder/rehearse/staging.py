@@ -34,7 +34,7 @@ from builder.launch.secrets import secret_files
 from builder.output import write_files
 from builder.payload import payload_path
 from builder.rehearse.report import Expected
-from builder.resolved import resolve
+from builder.schedulers.slurm.section import Slurm
 from builder.schedulers.ssh import write_bundle
 
 if TYPE_CHECKING:
@@ -135,10 +135,12 @@ def workload_of(
     if slurm:  # the machine's CPUs, shared by each node's tasks
         tasks = launcher.tasks_per_node(launch.slots)
         cpus = replace(
-            launch.slurm, cpus_per_node=None, cpus_per_task=max(1, (os.cpu_count() or 1) // tasks)
+            launch.section(Slurm),
+            cpus_per_node=None,
+            cpus_per_task=max(1, (os.cpu_count() or 1) // tasks),
         )
-        launch = replace(launch, slurm=cpus)
-    staged = resolve(replace(resolved.stack, spec=replace(spec, launch=launch)))
+        launch = launch.with_section(cpus)
+    staged = resolved.with_run(launch, runtime=docker.RUNTIME)
     if not probe:
         return Workload(staged, None, copied)
     expected_env = staged.run_environment()

@@ -9,22 +9,34 @@ with the next commands), refusing what it cannot run; ``write`` puts that folder
 disk, all or nothing, the same way for every site. It says how a run is started and
 stopped, for the README and the user. `builder bundle --scheduler NAME` reaches any
 scheduler through this protocol alone.
+
+It owns the rest of what is particular to its site: its section of the spec
+(``section``: launch.slurm), and its preflight: the probe as the site's own job
+(``preflight``), what the probe's saved output must show there (``probe_expected``),
+and which of `builder preflight`'s options it takes (``check_probe``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from builder.cluster.folder import check_rewrite, write_cluster_files
+from builder.errors import UsageError
 from builder.output import check_private
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from builder.output import OutputFile
+    from builder.preflight.probe import ProbeOutput, ProbeRequest
+    from builder.preflight.report import Expected, Preflight
     from builder.resolved import Resolved
     from builder.spec.records import LaunchSpec
+
+ProbeWrites = Literal["folder", "file"]
+"""What `builder preflight --dry-run -o` names for a site whose probe is a job it writes."""
 
 
 class Scheduler(ABC):
@@ -37,6 +49,17 @@ class Scheduler(ABC):
     """How a run is started from what materialize made."""
     stopped: ClassVar[str]
     """How a run is stopped on every node."""
+    section: ClassVar[type[Any] | None] = None
+    """The record of its own options (a frozen dataclass of ``model.field``s), which the
+    spec takes as launch.<name> (launch.slurm); None: it has none."""
+    rehearsed: ClassVar[bool] = False
+    """`builder rehearse` and `preflight --rehearse` run it on containers here."""
+    probe_writes: ClassVar[ProbeWrites | None] = None
+    """Its probe is a job builder writes (--dry-run -o FOLDER or FILE) for the user to
+    submit; None: builder runs the probe on the nodes itself."""
+    batch_launcher: ClassVar[str | None] = None
+    """The launcher its batch task runs where the spec's cannot run in one (named, never
+    picked by sort order): a rehearsal runs it in the spec's place."""
     environment_files: ClassVar[tuple[str, ...]] = ()
     """The files of its folder that carry the run's environment: with a command's --set
     values they hold more than the spec, so they are not recorded as the spec's own (a
@@ -90,4 +113,60 @@ class Scheduler(ABC):
         recorded = [f.path for f in files if not (settings and f.path in self.environment_files)]
         return write_cluster_files(
             files, directory, force=True, secret=True, recorded=recorded, stack=stack
+        )
+
+    # -- preflight ----------------------------------------------------------
+
+    def check_probe(self, request: ProbeRequest) -> None:  # noqa: ARG002 - none taken
+        """Refuse what `builder preflight` was given that this site does not take: an
+        option of another site is refused, never ignored."""
+        raise UsageError(f"--scheduler {self.name} has no preflight yet", field="--scheduler")
+
+    def probe_expected(
+        self,
+        resolved: Resolved,  # noqa: ARG002
+        request: ProbeRequest,  # noqa: ARG002
+    ) -> Expected:
+        """What the probe's reports must show when it ran on this site (its nodes, in
+        the order the run's ranks are on them)."""
+        raise UsageError(f"--scheduler {self.name} has no preflight yet", field="--scheduler")
+
+    def preflight(
+        self,
+        resolved: Resolved,  # noqa: ARG002 - a site without a preflight reads nothing
+        request: ProbeRequest,  # noqa: ARG002
+        *,
+        say: Callable[[str], None],  # noqa: ARG002
+    ) -> Preflight | ProbeOutput:
+        """The probe on this site: run and judged (a Preflight), or its job written or
+        printed for the user to submit (a ProbeOutput)."""
+        raise UsageError(f"--scheduler {self.name} has no preflight yet", field="--scheduler")
+
+
+def check_job_probe(scheduler: Scheduler, request: ProbeRequest) -> None:
+    """What every site whose probe is a job it writes refuses: the ssh nodes' options, and
+    the job's own options where no job is written."""
+    if request.cluster_dir is not None or request.ssh_config is not None:
+        option = "--cluster-dir" if request.cluster_dir is not None else "--ssh-config"
+        raise UsageError(
+            f"{option} is for the nodes over ssh; a {scheduler.name} job's nodes are the "
+            "scheduler's",
+            field=option,
+        )
+    if (request.from_log or request.rehearse) and (request.output is not None or request.force):
+        raise UsageError("--output and --force write the probe's job (--dry-run)")
+    if request.rehearse and not scheduler.rehearsed:
+        raise UsageError(
+            f"--rehearse runs containers here; leave out --scheduler {scheduler.name}",
+            field="--rehearse",
+        )
+
+
+def refuse_job_kind(scheduler: Scheduler, request: ProbeRequest) -> None:
+    """--job chooses a Kubernetes job's kind; refused elsewhere."""
+    if request.job is not None:
+        raise UsageError(
+            f"--job is for --scheduler kubernetes (the job's kind); --scheduler "
+            f"{scheduler.name} has none",
+            field="--job",
         )

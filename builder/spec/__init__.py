@@ -8,10 +8,9 @@ from builder.spec.records import (
     ImageSpec,
     LaunchSpec,
     Mount,
-    Slurm,
     Spec,
     User,
     spec_json_schema,
 )
 
-__all__ = ["SSH", "ImageSpec", "LaunchSpec", "Mount", "Slurm", "Spec", "User", "spec_json_schema"]
+__all__ = ["SSH", "ImageSpec", "LaunchSpec", "Mount", "Spec", "User", "spec_json_schema"]

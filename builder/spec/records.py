@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
-from builder import architectures, platforms
+from builder import architectures, platforms, schedulers
 from builder.cluster.nodelist import MAX_HOSTS, expand_nodelist
 from builder.errors import UsageError, shown
 from builder.fabrics import NAMES as FABRICS
@@ -31,9 +31,10 @@ from builder.launch.actions import bind_problem
 from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
 from builder.launch.secrets import is_secret_name
 from builder.launch.squashfs import squashfs_problem
-from builder.model import Check, did_you_mean, field, json_schema
+from builder.model import did_you_mean, field, json_schema, sorted_unique
 from builder.platforms.base import FROM_BASE, VERSION_PATTERN
 
+T = TypeVar("T")
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
 """A Docker image reference (name[:tag][@digest]) as one word: no blank, quote or '-' first."""
@@ -199,15 +200,6 @@ def _account_name(name: str) -> str:
     return name
 
 
-def _sorted_unique(items: tuple[str, ...]) -> tuple[str, ...]:
-    # Install order does not matter to apt or pip; sorting makes the image
-    # hash independent of how the list was written.
-    twice = sorted({item for item in items if items.count(item) > 1})
-    if twice:
-        raise ValueError(f"listed twice: {', '.join(twice)}")
-    return tuple(sorted(items))
-
-
 def _platforms(items: tuple[str, ...]) -> tuple[str, ...]:
     unknown = [item for item in items if item not in architectures.KNOWN]
     if unknown:
@@ -227,7 +219,7 @@ def _platforms(items: tuple[str, ...]) -> tuple[str, ...]:
             "[] builds nothing: leave it out for this machine's architecture, or list "
             f"some of {', '.join(architectures.PLATFORMS)}"
         )
-    return _sorted_unique(items)
+    return sorted_unique(items)
 
 
 @dataclass(frozen=True)
@@ -342,7 +334,7 @@ class ImageSpec:
     deepspeed_ops: tuple[str, ...] | None = field(
         None,
         items_pattern=r"^[a-z][a-z0-9_]{0,63}$",
-        check=_sorted_unique,
+        check=sorted_unique,
         example="[cpu_adam, fused_adam]",
         description=(
             "DeepSpeed ops compiled into the image (DS_BUILD_<OP>=1), so that no run compiles "
@@ -364,14 +356,14 @@ class ImageSpec:
     apt: tuple[str, ...] = field(
         (),
         items_pattern=_PACKAGE,
-        check=_sorted_unique,
+        check=sorted_unique,
         example="[htop, numactl]",
         description="Extra apt packages.",
     )
     pip: tuple[str, ...] = field(
         (),
         items_pattern=_PACKAGE,
-        check=_sorted_unique,
+        check=sorted_unique,
         example="['transformers==4.44.2']",
         description="Extra pip requirements (pin them: name==version).",
     )
@@ -442,337 +434,6 @@ class Mount:
         check=_bind_path, example="/data", description="Path inside the container, absolute."
     )
     read_only: bool = field(False, description="Mount read-only.")
-
-
-@dataclass(frozen=True)
-class Slurm:
-    """#SBATCH options for `builder slurm`."""
-
-    partition: str | None = field(None, example="gpu", description="Partition (-p).")
-    account: str | None = field(None, example="myproject", description="Account (-A).")
-    time: str | None = field(None, example="'02:00:00'", description="Wall time, e.g. 02:00:00.")
-    gpus_per_node: int | None = field(None, ge=0, example="8", description="GPUs per node.")
-    cpus_per_node: int | None = field(
-        None,
-        ge=1,
-        le=100000,
-        example="64",
-        description=(
-            "CPUs of each node for the run: all its ranks and their data loaders. Its one "
-            "task gets them all (torchrun, deepspeed), or each rank's task an equal share "
-            "(launcher srun: cpus_per_node / slots). This or cpus_per_task is required by "
-            "`builder slurm`: without it many sites give a task one CPU."
-        ),
-    )
-    cpus_per_task: int | None = field(
-        None,
-        ge=1,
-        le=100000,
-        example="8",
-        description=(
-            "CPUs of each Slurm task, as sbatch's --cpus-per-task: the node's one task "
-            "(torchrun, deepspeed: all its ranks), or one rank (launcher srun). Prefer "
-            "cpus_per_node, which means the same whichever launcher runs; not both."
-        ),
-    )
-    runtime: str = field(
-        "apptainer",
-        choices=runtimes.names,
-        description=(
-            "Runtime of the batch script (`builder slurm --runtime` overrides): apptainer, "
-            "singularity, pyxis (enroot containers made by srun) or none. Not "
-            "launch.runtime: docker under srun escapes the job."
-        ),
-    )
-    docker: bool = field(
-        False,
-        description=(
-            "Accept runtime docker under srun anyway: its containers are dockerd's children, "
-            "outside the job's cgroup (they see every device and survive scancel)."
-        ),
-    )
-    exclusive: bool = field(
-        False,
-        description=(
-            "Whole nodes (#SBATCH --exclusive): every CPU and GPU of each node, and no other "
-            "job beside this one. Memory is still only what is asked for: add mem: '0'."
-        ),
-    )
-    mem: str | None = field(
-        None,
-        pattern=r"0|[1-9][0-9]{0,9}[KMGT]?",
-        example="500G",
-        description="Memory per node (#SBATCH --mem), e.g. 500G; '0' is all of each node's.",
-    )
-    gpus_per_task: int | None = field(
-        None,
-        ge=1,
-        le=64,
-        example="1",
-        description=(
-            "GPUs bound to each task (#SBATCH --gpus-per-task): times the tasks of a node "
-            "it must equal the node's GPUs (gpus_per_node, default slots)."
-        ),
-    )
-    gpu_bind: str | None = field(
-        None,
-        example="closest",
-        pattern=r"none|closest|(verbose,)?(closest|none|per_task:[0-9]{1,2}|single:[0-9]{1,2}"
-        r"|map_gpu:[0-9*,]{1,256}|mask_gpu:[0-9a-fA-Fx*,]{1,256})",
-        description="How tasks are bound to GPUs (#SBATCH --gpu-bind): closest, none, "
-        "per_task:N, single:N, map_gpu:LIST or mask_gpu:LIST.",
-    )
-    requeue: int | None = field(
-        None,
-        ge=10,
-        le=86400,
-        example="300",
-        description=(
-            "Seconds before the time limit at which the job stops its run and requeues "
-            "itself (#SBATCH --requeue, --signal=B:USR1@SECONDS): the ranks get SIGTERM "
-            "(then SIGKILL after Slurm's KillWait) to save a checkpoint, and the requeued "
-            "job (same id, SLURM_RESTART_COUNT one higher) resumes from it. The path for "
-            "launchers without restarts (deepspeed) as for torchrun."
-        ),
-    )
-    extra: tuple[str, ...] = field(
-        (),
-        example="['--mail-type=END', '--constraint=a100']",
-        description=(
-            "Further #SBATCH options, each one option as sbatch reads it: "
-            "['--mail-type=END', '--constraint=a100', '--reservation=r1']. Options builder "
-            "sets itself (nodes, tasks, CPUs, GPUs, output, the fields above) are refused: "
-            "set their field instead."
-        ),
-    )
-
-
-DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-"""A Kubernetes DNS-1123 label: a namespace's, a volume's, a pod hostname's part."""
-DNS_SUBDOMAIN = rf"(?=.{{1,253}}$){DNS_LABEL}(\.{DNS_LABEL})*"
-"""A DNS-1123 subdomain: the names of claims, secrets, runtimes, storage classes."""
-_QUALIFIED_PART = r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
-QUALIFIED_NAME = rf"({DNS_SUBDOMAIN}/)?{_QUALIFIED_PART}"
-"""A qualified name ([prefix/]name): a label key, a resource name (nvidia.com/gpu)."""
-LABEL_VALUE = rf"({_QUALIFIED_PART})?"
-"""A label value: at most 63 letters, digits, '-', '_', '.', alphanumeric at both ends."""
-QUANTITY = r"(0|[1-9][0-9]{0,17})(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?"
-"""A Kubernetes quantity as builder writes sizes: a whole number and a suffix (64Gi)."""
-KUBERNETES_JOBS = ("trainjob", "pytorchjob")
-
-
-def _kubernetes_name(pattern: str, what: str) -> Check:
-    def check(value: str) -> str:
-        if not re.fullmatch(pattern, value):
-            raise ValueError(f"{value!r} is not {what}")
-        return value
-
-    return check
-
-
-_DNS_LABEL_CHECK = _kubernetes_name(
-    DNS_LABEL, "a DNS-1123 label (at most 63 of a-z, 0-9 and '-', alphanumeric at both ends)"
-)
-_SUBDOMAIN_CHECK = _kubernetes_name(
-    DNS_SUBDOMAIN,
-    "a DNS-1123 subdomain (lower-case labels of a-z, 0-9 and '-' joined by '.', at most 253)",
-)
-_QUALIFIED_CHECK = _kubernetes_name(
-    QUALIFIED_NAME,
-    "a qualified name ([prefix/]name: name at most 63 of letters, digits, '-', '_', '.', "
-    "alphanumeric at both ends; prefix a DNS-1123 subdomain), e.g. rdma/hca_shared_devices_a",
-)
-_LABEL_VALUE_MESSAGE = (
-    "a label value (at most 63 letters, digits, '-', '_' and '.', alphanumeric at both ends)"
-)
-
-
-def _label_value(value: str) -> str:
-    if not value or not re.fullmatch(LABEL_VALUE, value):
-        raise ValueError(f"{value!r} is not {_LABEL_VALUE_MESSAGE}")
-    return value
-
-
-MULTUS_NETWORK = rf"({DNS_LABEL}/)?{DNS_SUBDOMAIN}(@[A-Za-z0-9_.-]{{1,15}})?"
-"""One Multus network selection: [namespace/]name[@interface]."""
-
-
-def _network_check(value: str) -> str:
-    if not re.fullmatch(MULTUS_NETWORK, value):
-        raise ValueError(
-            f"{value!r} is not a Multus network: [namespace/]name[@interface], the name a "
-            "DNS-1123 subdomain (e.g. rdma-net or team/rdma-net@net1)"
-        )
-    return value
-
-
-def _node_selector(selector: dict[str, str]) -> dict[str, str]:
-    for key, value in selector.items():
-        _QUALIFIED_CHECK(key)
-        if not re.fullmatch(LABEL_VALUE, value):
-            raise ValueError(f"{key}: {value!r} is not {_LABEL_VALUE_MESSAGE}")
-    return dict(sorted(selector.items()))
-
-
-def _pull_secrets(names: tuple[str, ...]) -> tuple[str, ...]:
-    for name in names:
-        _SUBDOMAIN_CHECK(name)
-    return _sorted_unique(names)
-
-
-@dataclass(frozen=True)
-class Toleration:
-    """One pod toleration (a node taint the run's pods may be placed on)."""
-
-    key: str | None = field(
-        None,
-        check=_QUALIFIED_CHECK,
-        example="nvidia.com/gpu",
-        description="The taint's key (a qualified name); unset with operator Exists: every taint.",
-    )
-    operator: str = field(
-        "Equal", choices=lambda: ("Equal", "Exists"), description="Equal or Exists."
-    )
-    value: str | None = field(
-        None,
-        check=_label_value,
-        example="present",
-        description="The taint's value (operator Equal).",
-    )
-    effect: str | None = field(
-        None,
-        choices=lambda: ("NoSchedule", "PreferNoSchedule", "NoExecute"),
-        example="NoSchedule",
-        description="NoSchedule, PreferNoSchedule or NoExecute; unset: every effect.",
-    )
-
-
-@dataclass(frozen=True)
-class Kubernetes:
-    """Options of `builder kubernetes` (Kubeflow Trainer TrainJob or PyTorchJob manifests)."""
-
-    job: str = field(
-        "trainjob",
-        choices=lambda: KUBERNETES_JOBS,
-        description=(
-            "trainjob (Kubeflow Trainer v2: torch for torchrun, MPI for deepspeed, "
-            "gaudi_spawn and mpirun) or pytorchjob (the Training Operator's kubeflow.org/v1; "
-            "torchrun only). `builder kubernetes --job` overrides."
-        ),
-    )
-    runtime: str | None = field(
-        None,
-        check=_SUBDOMAIN_CHECK,
-        example="torch-distributed",
-        description=(
-            "An existing ClusterTrainingRuntime the TrainJob names instead of the namespaced "
-            "TrainingRuntime builder writes (trainjob only); the run's volumes, node "
-            "selector and tolerations then go in the TrainJob's runtimePatches."
-        ),
-    )
-    namespace: str | None = field(
-        None,
-        check=_DNS_LABEL_CHECK,
-        example="training",
-        description="Namespace of every object; unset: kubectl's current one.",
-    )
-    queue: str | None = field(
-        None,
-        check=_label_value,
-        example="team-a",
-        description="Kueue LocalQueue: the job's kueue.x-k8s.io/queue-name label.",
-    )
-    node_selector: dict[str, str] = field(
-        default_factory=dict,
-        check=_node_selector,
-        example="{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}",
-        description="Node labels the run's pods must have (label keys and values).",
-    )
-    tolerations: tuple[Toleration, ...] = field(
-        (),
-        example="[{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]",
-        description="Taints the run's pods tolerate.",
-    )
-    image_pull_secrets: tuple[str, ...] = field(
-        (),
-        check=_pull_secrets,
-        example="[registry-login]",
-        description="Secrets (docker-registry) the nodes pull the image with.",
-    )
-    code_claim: str | None = field(
-        None,
-        check=_SUBDOMAIN_CHECK,
-        example="team-code",
-        description=(
-            "The site's PersistentVolumeClaim holding launch.code, mounted at image.workdir; "
-            "unset (with launch.code set): builder writes a claim NAME-code."
-        ),
-    )
-    cache_claim: str | None = field(
-        None,
-        check=_SUBDOMAIN_CHECK,
-        example="team-cache",
-        description=(
-            "The site's PersistentVolumeClaim for launch.cache, mounted at launch.cache; "
-            "unset (with launch.cache set): builder writes a claim NAME-cache."
-        ),
-    )
-    claim_size: str = field(
-        "100Gi",
-        pattern=QUANTITY,
-        description="Storage each claim builder writes asks for (ReadWriteMany).",
-    )
-    storage_class: str | None = field(
-        None,
-        check=_SUBDOMAIN_CHECK,
-        example="nfs-client",
-        description="StorageClass of the claims builder writes; unset: the cluster's default.",
-    )
-    shm_size: str | None = field(
-        None,
-        pattern=QUANTITY,
-        example="64Gi",
-        description=(
-            "sizeLimit of the memory-backed /dev/shm (an emptyDir, medium Memory); unset: "
-            "bounded by the pod's memory only."
-        ),
-    )
-    rdma_resource: str | None = field(
-        None,
-        check=_QUALIFIED_CHECK,
-        example="rdma/hca_shared_devices_a",
-        description=(
-            "The RDMA device resource of image.fabric infiniband or roce (the RDMA shared "
-            "device plugin's name is the site's); default rdma/rdma_shared_device_a. EFA: "
-            "vpc.amazonaws.com/efa unless set."
-        ),
-    )
-    host_network: bool = field(
-        False,
-        description=(
-            "Run the pods on their nodes' network (hostNetwork, with dnsPolicy "
-            "ClusterFirstWithHostNet): the host's interfaces, for launch.socket_ifname and "
-            "an RDMA fabric (infiniband, roce). With launch.kubernetes.runtime the named "
-            "ClusterTrainingRuntime must set it itself (Trainer's runtimePatches cannot)."
-        ),
-    )
-    network: str | None = field(
-        None,
-        check=_network_check,
-        example="rdma-net",
-        description=(
-            "A secondary network for the pods: a Multus NetworkAttachmentDefinition, "
-            "[namespace/]name[@interface] (the k8s.v1.cni.cncf.io/networks annotation); "
-            "launch.socket_ifname then names its interface in the pod (Multus: net1 "
-            "unless @interface names one)."
-        ),
-    )
-    fabric_devices: int = field(
-        1,
-        ge=1,
-        le=64,
-        description="How many of the fabric's device resource each pod asks for (EFA: 32 on p5).",
-    )
 
 
 @dataclass(frozen=True)
@@ -965,7 +626,7 @@ class LaunchSpec:
     secret: tuple[str, ...] = field(
         (),
         items_pattern=ENV_NAME,
-        check=_sorted_unique,
+        check=sorted_unique,
         example="[HF_TOKEN]",
         description=(
             "Names in launch.env whose values are secret: they travel only in the bundle's "
@@ -984,8 +645,21 @@ class LaunchSpec:
         extras=launchers.setting_keys,
         description="The launchers' own keys (gaudi_spawn), as written.",
     )
-    slurm: Slurm = field(default_factory=Slurm)
-    kubernetes: Kubernetes = field(default_factory=Kubernetes)
+    sections: dict[str, Any] = field(
+        default_factory=dict,
+        sections=schedulers.sections,
+        description="The schedulers' own sections (launch.slurm, launch.kubernetes), as written.",
+    )
+
+    def section(self, record: type[T]) -> T:
+        """A scheduler's own section (launch.slurm as its record), its defaults if unset."""
+        found = [value for value in self.sections.values() if isinstance(value, record)]
+        return found[0] if found else record()
+
+    def with_section(self, value: object) -> LaunchSpec:
+        """This launch with a scheduler's section replaced by value (a section record)."""
+        (name,) = [n for n, record in schedulers.sections().items() if isinstance(value, record)]
+        return replace(self, sections={**self.sections, name: value})
 
     def slots_of(self, host: str) -> int:
         """The processes host runs: its own (node_slots), else launch.slots."""
@@ -1026,11 +700,8 @@ def spec_json_schema() -> dict[str, Any]:
 __all__ = [
     "SSH",
     "ImageSpec",
-    "Kubernetes",
     "LaunchSpec",
     "Mount",
-    "Slurm",
     "Spec",
-    "Toleration",
     "User",
 ]

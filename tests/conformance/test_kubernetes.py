@@ -781,7 +781,7 @@ def test_the_preflights_trainjob_passes_its_owners_models(
 
 
 def test_the_preflight_with_every_option_passes_its_owners_models() -> None:
-    from builder.preflight.kubernetes import kubernetes_probe, probe_files
+    from builder.schedulers.kubernetes.preflight import kubernetes_probe, probe_files
 
     resolved = builder.resolve(
         _stack("cuda-deepspeed", {**EVERY_OPTION, **SITE_CLAIMS}, "infiniband"),

@@ -209,7 +209,7 @@ def test_the_deepspeed_batch_command_is_what_deepspeeds_parser_reads(
     shell: SLURM_NODEID is 0 there), then by the task's sh, where srun made it 1: the
     node's rank is the task's own."""
     from builder.launch.plan import Placement, prepare
-    from builder.schedulers.slurm import ENDPOINT, JOB, MASTER, NNODES, shell_line
+    from builder.schedulers.slurm.script import ENDPOINT, JOB, MASTER, NNODES, shell_line
 
     spec = load_preset("cpu-deepspeed").spec
     resolved = resolve(spec, runtime_name="none", scheduler_name="slurm")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from builder.launch.plan import launch_plan, supported
 from builder.launch.secrets import is_secret_name
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
 from builder.spec import Mount
 from builder.spec.loader import Stack, load_preset
 

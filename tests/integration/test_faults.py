@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from builder.rehearse.faults import Kill
+from builder.schedulers.slurm.section import Slurm
 from builder.spec.loader import load_preset
 from tests.integration.images import IMAGE
 
@@ -252,10 +253,10 @@ def test_a_requeued_slurm_job_resumes_from_its_checkpoint(tmp_path: Path) -> Non
     script = tmp_path / "requeued.py"
     script.write_text(REQUEUED)
     spec = load_preset("cpu-deepspeed").spec
-    slurm = replace(spec.launch.slurm, requeue=60)
+    slurm = replace(spec.launch.section(Slurm), requeue=60)
     launch = replace(
-        spec.launch, launcher="torchrun", checkpoints="/shared/checkpoints", slurm=slurm
-    )
+        spec.launch, launcher="torchrun", checkpoints="/shared/checkpoints"
+    ).with_section(slurm)
     resolved = rehearsal_of(replace(spec, launch=launch), "slurm")
     engine = connect()
     with Rehearsal(

@@ -20,12 +20,12 @@ import yaml
 
 from builder.cluster.ssh import Ssh
 from builder.engine import connect
-from builder.preflight.cluster import ClusterPreflight
 from builder.preflight.probe import Settings
 from builder.preflight.rehearsal import RehearsedPreflight
 from builder.rehearse.run import Rehearsal, rehearsal_of
 from builder.rehearse.ssh import ranks_running
 from builder.resolved import resolve
+from builder.schedulers.ssh.preflight import ClusterPreflight
 from builder.spec.loader import load_preset, load_stack
 from builder.spec.records import Mount
 from tests.conftest import real_tool
@@ -220,6 +220,7 @@ def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
         cluster_dir=ssh_nodes.shared / "cluster",
         settings=LENIENT,
         ssh=Ssh(ssh_nodes.config),
+        engine=connect,
     )
     result = run.run()
     assert failed(result) == [], [f.text() for f in result.findings]

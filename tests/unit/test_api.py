@@ -32,6 +32,12 @@ def _kind(name: str) -> tuple[int, str]:
     return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
 
 
+def _import_line(module: str, attr: str, name: str) -> str:
+    """One re-export, wrapped as ruff format wraps a line over 100 characters."""
+    line = f"from {module} import {attr} as {name}"
+    return line if len(line) <= 100 else f"from {module} import (\n    {attr} as {name},\n)"
+
+
 def stub_text() -> str:
     """builder/__init__.pyi, generated from builder._EXPORTS."""
     imports = sorted(
@@ -49,7 +55,7 @@ def stub_text() -> str:
             '"""',
             "",
             "from builder._version import __version__ as __version__",
-            *(f"from {module} import {attr} as {name}" for module, attr, name in imports),
+            *(_import_line(module, attr, name) for module, attr, name in imports),
             "",
             "__all__ = [",
             *(f'    "{name}",' for name in sorted(builder.__all__, key=_kind)),

@@ -157,36 +157,111 @@ def _compared(node: ast.Compare) -> list[ast.expr]:
     return operands[1:] if searched else operands
 
 
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """A module's own string constants (``SLURM = "slurm"``, ``A, B = "a", "b"``)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            pairs = (
+                zip(target.elts, node.value.elts, strict=False)
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                else [(target, node.value)]
+            )
+            for name, value in pairs:
+                if (
+                    isinstance(name, ast.Name)
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                ):
+                    found[name.id] = value.value
+    return found
+
+
+TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+CONSTANTS = {name: _constants(tree) for name, tree in TREES.items()}
+
+
+def _named(name: str, tree: ast.Module) -> dict[str, str]:
+    """The string constants a module's names stand for: its own and those it imports
+    from another builder module (``from builder.x import SLURM``)."""
+    named = dict(CONSTANTS[name])
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in CONSTANTS:
+            source = CONSTANTS[node.module]
+            named.update(
+                (alias.asname or alias.name, source[alias.name])
+                for alias in node.names
+                if alias.name in source
+            )
+    return named
+
+
+def _values(operand: ast.expr, named: dict[str, str]) -> list[str]:
+    """The strings an operand of a comparison names: a literal, a constant that holds one
+    (``SLURM``), or a literal collection of either."""
+    items = list(operand.elts) if isinstance(operand, ast.Tuple | ast.List | ast.Set) else [operand]
+    found = []
+    for item in items:
+        if isinstance(item, ast.Constant) and isinstance(item.value, str):
+            found.append(item.value)
+        elif isinstance(item, ast.Name) and item.id in named:
+            found.append(named[item.id])
+    return found
+
+
+def _branches_on_names(name: str, tree: ast.Module, names: set[str]) -> list[str]:
+    named = _named(name, tree)
+    return [
+        f"{name}:{node.lineno} compares with {value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        for operand in _compared(node)
+        for value in _values(operand, named)
+        if value in names
+    ]
+
+
+def _own(name: str, homes: dict[str, set[str]]) -> set[str]:
+    """The plug-in names a module may compare with: its own plug-in's (a plug-in package's
+    modules share its name)."""
+    return set().union(
+        *(names for home, names in homes.items() if name == home or name.startswith(home + "."))
+    )
+
+
 def test_no_branch_on_a_plugin_name_outside_its_module() -> None:
     """`accelerator == "gaudi"`, `launcher in ("deepspeed", ...)`, `library == "nccl"`,
-    `runtime == "docker"`: knowledge of one plug-in spread where a new one would need an
-    edit too. The payload scripts run inside the image, without builder: their "cpu",
-    "cuda", "nccl" and "gloo" are torch's device types and backends, which a platform and
-    its library name (``Platform.torch_device``, ``Collective.torch_backend``)."""
+    `runtime == "docker"`, `site == SLURM` (a constant that holds a name): knowledge of
+    one plug-in spread where a new one would need an edit too. The payload scripts run
+    inside the image, without builder: their device types are torch's own (cpu, cuda,
+    hpu), which a platform names (``Platform.torch_device``); the backend and the sizes
+    come as arguments from the platform and its library."""
     homes = plugin_names()
     every = set().union(*homes.values())
+    torch_devices = {"cpu", "cuda", "hpu"}
     offenders = []
-    for name, path in MODULES.items():
-        if name.startswith("builder.payload."):
-            continue
-        own = homes.get(name, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Compare):
-                continue
-            for operand in _compared(node):
-                values = (
-                    [operand]
-                    if isinstance(operand, ast.Constant)
-                    else list(operand.elts)
-                    if isinstance(operand, ast.Tuple | ast.List | ast.Set)
-                    else []
-                )
-                for value in values:
-                    if not isinstance(value, ast.Constant) or not isinstance(value.value, str):
-                        continue
-                    if value.value in every - own:
-                        offenders.append(f"{name}:{node.lineno} compares with {value.value!r}")
+    for name, tree in TREES.items():
+        allowed = _own(name, homes) | (
+            torch_devices if name.startswith("builder.payload.") else set()
+        )
+        offenders += _branches_on_names(name, tree, every - allowed)
     assert offenders == []
+
+
+def test_the_name_check_sees_constants() -> None:
+    """The checker itself: a comparison through a constant names what the constant holds."""
+    tree = ast.parse(
+        'SITE = "slurm"\nA, B = "x", "kubernetes"\nif s == SITE or s in (B, "y"): pass'
+    )
+    CONSTANTS["example"] = _constants(tree)
+    try:
+        found = _branches_on_names("example", tree, {"slurm", "kubernetes"})
+    finally:
+        del CONSTANTS["example"]
+    assert found == ["example:3 compares with 'slurm'", "example:3 compares with 'kubernetes'"]
 
 
 def test_the_name_check_knows_every_kind_of_plugin() -> None:

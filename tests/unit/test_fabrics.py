@@ -22,7 +22,7 @@ from builder.launch.plan import launch_plan, network_warnings
 from builder.lint import lint_stack
 from builder.platforms import get
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
 from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset
 

@@ -21,6 +21,7 @@ from builder.cli.app import app
 from builder.errors import SpecError
 from builder.image.pin import SCHEMA as PIN_SCHEMA
 from builder.preflight.report import MARK
+from builder.schedulers.kubernetes.section import Kubernetes
 from builder.spec.loader import load_preset, parse_spec
 from builder.spec.presets import preset_names, preset_text
 
@@ -124,8 +125,8 @@ def _with_fabric(name: str, fabric: str, **k8s: Any) -> Any:
     spec = load_preset(name).spec
     spec = dataclasses.replace(spec, image=dataclasses.replace(spec.image, fabric=fabric))
     if k8s:
-        kube = dataclasses.replace(spec.launch.kubernetes, **k8s)
-        spec = dataclasses.replace(spec, launch=dataclasses.replace(spec.launch, kubernetes=kube))
+        kube = dataclasses.replace(spec.launch.section(Kubernetes), **k8s)
+        spec = dataclasses.replace(spec, launch=spec.launch.with_section(kube))
     return resolve(spec, scheduler_name="kubernetes")
 
 
@@ -178,8 +179,8 @@ def test_the_hosts_interfaces_need_the_host_network_or_a_secondary_one(
     assert "host_network: true" in str(caught.value)
     assert "launch.kubernetes.network" in str(caught.value)
     for k8s in ({"host_network": True}, {"network": "team/rdma@net1"}):
-        kube = dataclasses.replace(spec.launch.kubernetes, **k8s)
-        ok = dataclasses.replace(spec, launch=dataclasses.replace(spec.launch, kubernetes=kube))
+        kube = dataclasses.replace(spec.launch.section(Kubernetes), **k8s)
+        ok = dataclasses.replace(spec, launch=spec.launch.with_section(kube))
         objects = kubernetes_manifests(resolve(ok, scheduler_name="kubernetes"), image=IMAGE)
         pod = objects[-2]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
             "template"
@@ -471,7 +472,7 @@ def test_preflight_on_kubernetes_refuses_what_does_not_belong(
 def test_kubernetes_options_without_the_scheduler_are_refused(option: tuple[str, str]) -> None:
     result = CliRunner().invoke(app, ["preflight", "--preset", "cpu-deepspeed", *option])
     assert result.exit_code == 2
-    assert "--scheduler kubernetes" in result.output
+    assert "--scheduler kubernetes" in result.output or "slurm, kubernetes" in result.output
 
 
 def _pods_log(found: list[dict[str, Any]]) -> str:

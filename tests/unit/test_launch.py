@@ -19,7 +19,7 @@ from builder.launch.actions import ContainerExec, ContainerStart, HostCommand, r
 from builder.launch.launchers.torchrun import LOGGED
 from builder.launch.plan import launch_plan, supported
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
 from builder.spec.check import check_spec
 from builder.spec.loader import Stack, load_preset, spec_from_dict
 from builder.spec.presets import preset_names

@@ -21,7 +21,7 @@ from builder.platforms.cuda import (
 )
 from builder.platforms.rocm import torch_rocm_index
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
 from builder.spec.loader import Stack, load_preset, parse_spec
 
 ROCM = """\

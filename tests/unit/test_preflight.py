@@ -22,11 +22,18 @@ from builder.collectives import gloo, nccl
 from builder.errors import UsageError
 from builder.launch.plan import launch_plan
 from builder.payload.preflight import arguments
-from builder.preflight.cluster import MOUNT, ClusterPreflight, check_bundle, preflight_stack
-from builder.preflight.probe import MIN_BUDGET, Settings, expected_of, probe_args
+from builder.preflight.probe import (
+    MIN_BUDGET,
+    MOUNT,
+    Settings,
+    expected_of,
+    preflight_stack,
+    probe_args,
+)
 from builder.preflight.report import MARK, Expected, count_text, judge, rate
 from builder.preflight.show import table
 from builder.resolved import resolve
+from builder.schedulers.ssh.preflight import ClusterPreflight, check_bundle
 from builder.spec.loader import load_preset
 
 NODES = ("node1", "node2", "node3", "node4")
@@ -401,7 +408,7 @@ def test_the_probes_launch_script_is_valid_sh(tmp_path: Path) -> None:
     )
     script = run.plan.text()
     assert "preflight" in script
-    from builder.schedulers.ssh import launch_script, needed_files
+    from builder.schedulers.ssh.bundle import launch_script, needed_files
 
     text = launch_script(run.plan, str(run.folder), needed_files(spec))
     subprocess.run(["sh", "-n"], input=text, text=True, check=True)
@@ -517,7 +524,7 @@ def test_ctrl_c_anywhere_in_the_run_stops_it_and_judges_nothing(
     monkeypatch.setattr(run, "cleanup", cleanup)
     monkeypatch.setattr(run.nodes, "end", lambda: calls.append("end"))
     monkeypatch.setattr(
-        "builder.preflight.cluster.judge", lambda *_: pytest.fail("a partial job was judged")
+        "builder.schedulers.ssh.preflight.judge", lambda *_: pytest.fail("a partial job was judged")
     )
     with pytest.raises(Interrupted) as caught:
         run.run()

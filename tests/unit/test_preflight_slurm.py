@@ -45,7 +45,10 @@ def test_the_probe_is_the_runs_own_batch_job(tmp_path: Path) -> None:
     assert "#SBATCH --job-name=cpu-deepspeed-preflight\n" in job
     assert "#SBATCH --nodelist=node1,node2\n" in job  # the nodes the report is judged on
     assert f"--bind {here}/preflight:/etc/builder/preflight:ro" in job
-    assert "/etc/builder/preflight/preflight.py --device cpu --backend gloo --slots 2" in job
+    assert (
+        "/etc/builder/preflight/preflight.py --device cpu --backend gloo --transport sockets" in job
+    )
+    assert "--matmul 512 --copy-bytes 67108864 --sweep 4096:67108864 --link-bytes 8388608" in job
     subprocess.run([real_tool("shellcheck"), str(folder / "job.sbatch")], check=True)
     readme = (folder / "README.md").read_text()
     assert f"sbatch {here}/job.sbatch" in readme

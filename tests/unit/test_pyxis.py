@@ -28,7 +28,8 @@ from builder.launch.runtimes import pyxis
 from builder.launch.secrets import secret_files
 from builder.launch.squashfs import enroot_image, squashfs_import_argv, squashfs_problem
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
+from builder.schedulers.slurm.section import Slurm
 from builder.spec.loader import Stack, load_preset
 from builder.spec.records import Mount
 from tests.conftest import real_tool
@@ -46,8 +47,8 @@ CLUSTER = "/shared/c"
 def resolved(**launch: Any) -> Resolved:
     """cuda-torchrun (code /shared/project, cache /shared/cache) under Slurm with pyxis."""
     spec = load_preset("cuda-torchrun").spec
-    slurm = replace(spec.launch.slurm, cpus_per_node=None, cpus_per_task=16)
-    spec = replace(spec, launch=replace(spec.launch, slurm=slurm, **launch))
+    slurm = replace(spec.launch.section(Slurm), cpus_per_node=None, cpus_per_task=16)
+    spec = replace(spec, launch=replace(spec.launch, **launch).with_section(slurm))
     return resolve(Stack(spec, "s", None), runtime_name="pyxis", scheduler_name="slurm")
 
 

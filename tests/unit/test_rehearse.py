@@ -17,8 +17,9 @@ from builder.launch.actions import ContainerStart
 from builder.launch.launchers.torchrun import ROOT_CAUSE, rank_lines
 from builder.launch.logs import Raised, error_of, raised_in
 from builder.launch.plan import launch_plan
+from builder.preflight.report import probe_reports
 from builder.rehearse.faults import Kill, kill_of
-from builder.rehearse.report import MARK, Expected, check_reports, probe_reports, rank_table
+from builder.rehearse.report import MARK, Expected, check_reports, rank_table
 from builder.rehearse.session import Node
 from builder.rehearse.staging import on_node, probed_ops
 from builder.resolved import resolve
@@ -83,7 +84,7 @@ EXPECTED = Expected(nodes=("node1", "node2"), slots=2, master="node1", env={"V":
 def test_reports_are_found_behind_prefixes_and_glued_lines() -> None:
     one, two = (MARK + json.dumps(report(r, "node1")) for r in (0, 1))
     output = f"node1: noise\nnode1: {one}{two}\nnot json: {MARK}{{broken\n"
-    assert [r["rank"] for r in probe_reports(output)] == [0, 1]
+    assert [r["rank"] for r in probe_reports(output, MARK)] == [0, 1]
 
 
 def test_a_good_world_passes() -> None:

@@ -300,19 +300,28 @@ def test_set_values_are_checked_as_launch_env_is(item: str, message: str) -> Non
 # --- a new scheduler is one module ------------------------------------------------------
 
 PBS = '''
-    """PBS Pro: a throwaway scheduler, one module."""
+    """PBS Pro: a throwaway scheduler, one module, with options of its own (launch.pbs)."""
     import shlex
+    from dataclasses import dataclass
 
+    from builder.model import field
     from builder.output import OutputFile
     from builder.schedulers.base import Scheduler
 
     JOB = "job.pbs"
+
+    @dataclass(frozen=True)
+    class PbsOptions:
+        """qsub's options."""
+
+        queue: str = field("workq", pattern=r"[a-z]+", description="The queue (-q).")
 
     class Pbs(Scheduler):
         name = "pbs"
         batch = True
         started = "`qsub job.pbs`"
         stopped = "`qdel JOBID`"
+        section = PbsOptions
         environment_files = (JOB,)
 
         def materialize(self, resolved, *, image, cluster_dir, force=False, spec_ref="x"):
@@ -320,6 +329,7 @@ PBS = '''
             env = resolved.run_environment()
             lines = [
                 "#!/bin/bash",
+                f"#PBS -q {launch.section(PbsOptions).queue}",
                 f"#PBS -l select={len(launch.nodes)}:ncpus={launch.slots}",
                 *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
                 f"pbsdsh -- {shlex.quote(image)}",
@@ -341,11 +351,12 @@ def pbs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (folder / "pbs.py").write_text(textwrap.dedent(PBS))
     package = builder.schedulers
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
-    schedulers.names.cache_clear()
-    schedulers.get.cache_clear()
+    caches = (schedulers.names, schedulers.get, schedulers.sections)
+    for cached in caches:
+        cached.cache_clear()
     yield
-    schedulers.names.cache_clear()
-    schedulers.get.cache_clear()
+    for cached in caches:
+        cached.cache_clear()
     sys.modules.pop("builder.schedulers.pbs", None)
 
 
@@ -366,11 +377,41 @@ def test_a_new_scheduler_is_one_module_that_bundle_reaches(tmp_path: Path) -> No
     )
     assert code == 0, stderr
     job = (folder / "job.pbs").read_text()
+    assert "#PBS -q workq\n" in job  # its section's default
     assert "#PBS -l select=2:ncpus=2" in job
     assert f"export NCCL_IB_HCA={shlex.quote(VALUE)}" in job
     assert (folder / "README.md").read_text() == f"qsub {folder.resolve()}/job.pbs\n"
     record = json.loads((folder / ".builder-written.json").read_text())
     assert set(record["files"]) == {"README.md"}  # job.pbs carries the --set value
+
+
+@pytest.mark.usefixtures("pbs")
+def test_a_new_schedulers_section_is_part_of_the_spec(tmp_path: Path) -> None:
+    """launch.pbs is read, checked, documented and refused like launch.slurm, with nothing
+    in spec/ naming it; another site's command ignores it, and a site without a preflight
+    says so."""
+    folder = tmp_path / "run"
+    spec = spec_file(tmp_path, pbs={"queue": "gpuq"})
+    code, _, stderr = cli("bundle", str(spec), "--scheduler", "pbs", "-o", str(folder))
+    assert code == 0, stderr
+    assert "#PBS -q gpuq\n" in (folder / "job.pbs").read_text()
+    code, _, stderr = cli("bundle", str(spec), "--scheduler", "pbs", "-o", str(tmp_path / "x"))
+    assert code == 0, stderr
+    code, schema, _ = cli("schema")
+    assert json.loads(schema)["$defs"]["LaunchSpec"]["properties"]["pbs"] == {
+        "$ref": "#/$defs/PbsOptions"
+    }
+    (tmp_path / "wrong").mkdir()
+    wrong = spec_file(tmp_path / "wrong", pbs={"queue": "GPU Q", "queu": "x"})
+    code, _, stderr = cli("bundle", str(wrong), "--scheduler", "pbs", "-o", str(tmp_path / "y"))
+    assert code == 1, stderr  # a spec error
+    assert "launch.pbs.queue" in stderr
+    assert "launch.pbs.queu (line" in stderr
+    assert "did you mean 'queue'" in stderr
+    assert not (tmp_path / "y").exists()
+    code, _, stderr = cli("preflight", str(spec), "--scheduler", "pbs")
+    assert code == 2, stderr
+    assert "--scheduler pbs has no preflight yet" in stderr
 
 
 def test_a_name_launch_secret_lists_is_a_secret_on_the_command_line_too(tmp_path: Path) -> None:

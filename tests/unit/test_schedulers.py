@@ -18,7 +18,8 @@ from builder.launch import launchers
 from builder.rehearse.run import rehearsal_of
 from builder.resolved import resolve
 from builder.schedulers.base import Scheduler
-from builder.schedulers.slurm import SCRIPT, sbatch_script
+from builder.schedulers.slurm.script import SCRIPT, sbatch_script
+from builder.schedulers.slurm.section import Slurm
 from builder.schedulers.ssh import SCHEDULER as SSH
 from builder.spec.loader import load_preset
 
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 
 def torchrun_spec() -> Spec:
     spec = load_preset("cpu-deepspeed").spec
-    slurm = replace(spec.launch.slurm, cpus_per_node=None, cpus_per_task=8, docker=True)
-    return replace(spec, launch=replace(spec.launch, launcher="torchrun", slurm=slurm))
+    slurm = replace(spec.launch.section(Slurm), cpus_per_node=None, cpus_per_task=8, docker=True)
+    return replace(spec, launch=replace(spec.launch, launcher="torchrun").with_section(slurm))
 
 
 def test_every_scheduler_is_one_module_behind_the_protocol() -> None:
@@ -55,7 +56,9 @@ def test_materialize_is_a_dry_run_of_what_each_scheduler_writes(tmp_path: Path) 
     assert not folder.exists()  # nothing written
 
     slurm = resolve(spec, scheduler_name="slurm")
-    assert slurm.runtime.name == spec.launch.slurm.runtime  # the scheduler's default runtime
+    assert (
+        slurm.runtime.name == spec.launch.section(Slurm).runtime
+    )  # the scheduler's default runtime
     files = {f.path: f for f in slurm.scheduler.materialize(slurm, image="t:1", cluster_dir=folder)}
     assert set(files) == {SCRIPT, "README.md"}  # no secret in launch.env: no secret file
     job = files[SCRIPT]

@@ -28,7 +28,8 @@ from builder.launch.secrets import (
 )
 from builder.output import write_files
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
+from builder.schedulers.slurm.script import sbatch_script
+from builder.schedulers.slurm.section import Slurm
 from builder.schedulers.ssh import write_bundle
 from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_text
@@ -134,8 +135,8 @@ def test_a_spec_without_secrets_has_no_secret_files() -> None:
 @pytest.mark.parametrize("runtime", ["docker", "apptainer", "singularity", "none"])
 def test_the_sbatch_script_names_the_file_not_the_value(runtime: str) -> None:
     spec = with_env("cuda-torchrun", ENV)
-    slurm = replace(spec.launch.slurm, docker=True)  # docker under srun only when asked
-    spec = replace(spec, launch=replace(spec.launch, slurm=slurm))
+    slurm = replace(spec.launch.section(Slurm), docker=True)  # docker under srun only when asked
+    spec = replace(spec, launch=spec.launch.with_section(slurm))
     text = sbatch_script(
         resolve(Stack(spec, "s", None), runtime_name=runtime, scheduler_name="slurm"),
         image="t:1",

@@ -18,8 +18,8 @@ from builder.cli import app
 from builder.errors import SpecError, UsageError
 from builder.launch.plan import launch_plan
 from builder.resolved import resolve
-from builder.schedulers.slurm import sbatch_script
-from builder.spec import Slurm
+from builder.schedulers.slurm.script import sbatch_script
+from builder.schedulers.slurm.section import Slurm
 from builder.spec.loader import Stack, load_preset
 from builder.spec.presets import preset_names, preset_text
 from tests.conftest import real_tool
@@ -38,16 +38,19 @@ def command_line(text: str) -> str:
 
 def with_slurm(spec: Spec, **changes: object) -> Spec:
     """spec with launch.slurm changed."""
-    slurm = replace(spec.launch.slurm, **changes)  # type: ignore[arg-type]
-    return replace(spec, launch=replace(spec.launch, slurm=slurm))
+    slurm = replace(spec.launch.section(Slurm), **changes)  # type: ignore[arg-type]
+    return replace(spec, launch=spec.launch.with_section(slurm))
 
 
 def script(preset: str = "cuda-torchrun", **launch: object) -> str:
     """The preset's script; a Slurm record without CPUs gets 16 per task, and runtime
     docker is accepted (launch.slurm.docker), unless the test says otherwise."""
     spec = load_preset(preset).spec
+    section = launch.pop("slurm", None)
     spec = replace(spec, launch=replace(spec.launch, **launch))  # type: ignore[arg-type]
-    slurm = spec.launch.slurm
+    if isinstance(section, Slurm):
+        spec = replace(spec, launch=spec.launch.with_section(section))
+    slurm = spec.launch.section(Slurm)
     cpus = {} if slurm.cpus_per_task or slurm.cpus_per_node else {"cpus_per_task": 16}
     spec = with_slurm(spec, **cpus, docker=True)
     runtime = spec.launch.runtime if "runtime" in launch else None
@@ -285,9 +288,9 @@ def test_a_mount_path_with_a_colon_is_refused_in_every_runtime() -> None:
     from builder.spec.records import Mount
 
     spec = load_preset("cuda-torchrun").spec
-    slurm = replace(spec.launch.slurm, docker=True)
+    slurm = replace(spec.launch.section(Slurm), docker=True)
     mounts = (Mount("/data:x", "/data"),)
-    spec = replace(spec, launch=replace(spec.launch, mounts=mounts, slurm=slurm))
+    spec = replace(spec, launch=replace(spec.launch, mounts=mounts).with_section(slurm))
     for runtime in ("docker", "apptainer", "singularity"):
         with pytest.raises(UsageError, match="holds ':'"):
             sbatch_script(
@@ -402,7 +405,7 @@ def test_a_hostile_value_in_the_cli_exits_1_and_writes_nothing(tmp_path: Path) -
 def test_every_shell_value_is_quoted_in_one_place() -> None:
     """Export values, the port and the command's arguments all go through shell_word."""
     from builder.launch.launchers import FromShell
-    from builder.schedulers.slurm import shell_line, shell_word
+    from builder.schedulers.slurm.script import shell_line, shell_word
 
     assert shell_word("a b") == "'a b'"
     assert shell_word(FromShell('"$X"')) == '"$X"'

@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.errors import SpecError, UsageError
 from builder.launch.plan import launch_plan
-from builder.preflight.cluster import probe_stack
-from builder.preflight.probe import Settings
+from builder.preflight.probe import Settings, probe_stack
 from builder.resolved import resolve
 from builder.spec.loader import load_preset, spec_from_dict
 

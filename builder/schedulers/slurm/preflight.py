@@ -23,9 +23,9 @@ from builder.cluster.hostfile import hosts_from_nodes
 from builder.contract import JOB_LOGS
 from builder.output import OutputFile, check_private
 from builder.payload import payload_text
-from builder.preflight.cluster import FOLDER, preflight_stack
-from builder.preflight.probe import FILES, expected_of
-from builder.schedulers.slurm import README, SCHEDULER, SCRIPT
+from builder.preflight.probe import FILES, FOLDER, expected_of, preflight_stack
+from builder.schedulers.slurm.script import README, SCRIPT, job_files
+from builder.schedulers.slurm.section import Slurm
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,12 +40,14 @@ def slurm_probe(resolved: Resolved, folder: str, settings: Settings) -> Resolved
     nodes of launch.nodes unless launch.slurm.extra names its own (--nodelist, -w)."""
     probe = preflight_stack(resolved, folder, settings)
     launch = probe.spec.launch
-    named = any(item.startswith(("--nodelist", "--nodefile")) for item in launch.slurm.extra)
+    named = any(
+        item.startswith(("--nodelist", "--nodefile")) for item in launch.section(Slurm).extra
+    )
     if named:
         return probe
-    extra = (*launch.slurm.extra, f"--nodelist={','.join(launch.nodes)}")
-    slurm = replace(launch.slurm, extra=extra)
-    return probe.with_spec(replace(probe.spec, launch=replace(launch, slurm=slurm)))
+    extra = (*launch.section(Slurm).extra, f"--nodelist={','.join(launch.nodes)}")
+    slurm = replace(launch.section(Slurm), extra=extra)
+    return probe.with_spec(replace(probe.spec, launch=launch.with_section(slurm)))
 
 
 def preflight_job_files(
@@ -57,7 +59,7 @@ def preflight_job_files(
     probe = slurm_probe(resolved, here, settings)
     files = [
         f
-        for f in SCHEDULER.materialize(probe, image=image, cluster_dir=folder, spec_ref=spec_ref)
+        for f in job_files(probe, image=image, cluster_dir=folder, spec_ref=spec_ref)
         if f.path != README
     ]
     scripts = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]

@@ -15,86 +15,35 @@ stopped and removed, on failure and on Ctrl-C too.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder import architectures
 from builder.cluster.hostfile import read_hostfile, run_hosts
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
-from builder.engine.docker import connect
 from builder.errors import BuilderError, Interrupted, UsageError, WrongArchitecture, shown
 from builder.launch.logs import tail
 from builder.launch.plan import launch_plan
 from builder.output import OutputFile, write_files
 from builder.payload import payload_text
-from builder.preflight.probe import FILES, PROBE, expected_of, probe_args
+from builder.preflight.probe import FILES, FOLDER, PROBE, expected_of, preflight_stack
 from builder.preflight.report import Finding, judge
-from builder.schedulers.ssh import launch_script, needed_files, write_bundle
-from builder.spec.records import Mount
+from builder.schedulers.ssh.bundle import launch_script, needed_files
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from builder.engine.base import Engine
     from builder.launch.plan import LaunchPlan
     from builder.preflight.probe import Settings
     from builder.preflight.report import Expected, Preflight
     from builder.resolved import Resolved
     from builder.spec.records import Spec
 
-FOLDER = "preflight"
-"""The probe's folder in the cluster folder: its scripts and its launch.sh."""
-MOUNT = "/etc/builder/preflight"
-"""Where the probe's folder is bound in a container: beside the cluster folder's bind,
-away from the code folder's (image.workdir)."""
 CONNECT_TIMEOUT = 10
 STEP_TIMEOUT = 120.0
 """A node's start step (docker run --detach) and each cleanup step."""
-
-
-def preflight_stack(resolved: Resolved, cluster_dir: str, settings: Settings) -> Resolved:
-    """The resolved stack's run with the probe as its script (see the module's doc)."""
-    launch = resolved.spec.launch
-    folder = f"{cluster_dir.rstrip('/')}/{FOLDER}"
-    if resolved.runtime.isolated:
-        mounts = (*launch.mounts, Mount(folder, MOUNT, read_only=True))
-        return probe_stack(resolved, settings, mounts=mounts)
-    return probe_stack(resolved, settings, script=f"{folder}/{PROBE}")
-
-
-def probe_stack(
-    resolved: Resolved,
-    settings: Settings,
-    *,
-    script: str | None = None,
-    mounts: tuple[Mount, ...] | None = None,
-) -> Resolved:
-    """The run named NAME-preflight with the probe as its script and the probe's arguments:
-    script is where the nodes read it; None: the probe's folder is at MOUNT in the
-    container (a bind, a ConfigMap). Everything else is the run's."""
-    spec = resolved.spec
-    launch = spec.launch
-    if launch.uneven:
-        raise UsageError(
-            "launch.node_slots: preflight judges every node against the same number of ranks; "
-            "nodes of different sizes are not judged yet: run it on the nodes of one size "
-            "(a spec with those nodes and their slots), then on the others",
-            field="launch.node_slots",
-        )
-    if script is None:
-        workdir = spec.image.workdir.rstrip("/") + "/"
-        if launch.code and f"{MOUNT}/".startswith(workdir):
-            raise UsageError(
-                f"image.workdir {spec.image.workdir} holds {MOUNT}, where preflight mounts its "
-                "probe, and launch.code is mounted there: choose a workdir such as /workspace"
-            )
-        script = f"{MOUNT}/{PROBE}"
-    args = probe_args(resolved.platform, launch.slots, settings)
-    probe = replace(
-        launch, script=script, args=args, mounts=launch.mounts if mounts is None else mounts
-    )
-    return resolved.with_spec(replace(spec, name=f"{spec.name}-preflight", launch=probe))
 
 
 def check_bundle(spec: Spec, cluster_dir: Path) -> None:
@@ -131,8 +80,10 @@ class ClusterPreflight:
         settings: Settings,
         ssh: Ssh,
         say: Callable[[str], None] = lambda _: None,
+        engine: Callable[[], Engine] | None = None,
     ) -> None:
         self.resolved = resolved
+        self.engine = engine
         self.spec = resolved.spec
         self.image = image
         self.folder = cluster_dir.resolve()
@@ -151,7 +102,9 @@ class ClusterPreflight:
         if self.folder.exists():
             check_bundle(self.spec, self.folder)
         else:
-            written += write_bundle(self.resolved, self.folder, image=self.image, force=False)
+            written += self.resolved.scheduler.write(
+                self.resolved, self.folder, image=self.image, force=False
+            )
             self.say(
                 f"wrote the bundle to {self.folder}: every node needs it at this path "
                 "(shared storage, or copy it)"
@@ -239,11 +192,14 @@ class ClusterPreflight:
 
     def built_for(self) -> tuple[str, ...]:
         """The platforms the image exists for: image.platforms, or the architecture of this
-        engine's copy of it; () when neither can tell (no engine here, or not built here)."""
+        engine's copy of it; () when neither can tell (no engine given or here, or the
+        image not built here)."""
         if self.spec.image.platforms:
             return self.spec.image.platforms
+        if self.engine is None:
+            return ()
         try:
-            held = connect().image(self.image).architecture
+            held = self.engine().image(self.image).architecture
         except BuilderError:
             return ()
         known = architectures.named(held)

@@ -32,7 +32,6 @@ from builder.contract import DSENV, HOSTFILE
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
-from builder.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,61 +44,28 @@ LAUNCH_SH = "launch.sh"
 PLAN = "plan.json"
 
 
-class Ssh(Scheduler):
-    """Nodes reached over ssh (or by hand): launch.sh runs each node's part."""
-
-    name = "ssh"
-    started = "on each node `sh launch.sh NODE`; then, for deepspeed, `sh launch.sh launch`"
-    stopped = "Ctrl-C on the launcher's launch.sh, or `sh launch.sh stop` on its node"
-
-    environment_files = (DSENV, LAUNCH_SH, PLAN)
-
-    def materialize(
-        self,
-        resolved: Resolved,
-        *,
-        image: str,
-        cluster_dir: Path,
-        force: bool = False,
-        spec_ref: str = "stack.yaml",
-    ) -> list[OutputFile]:
-        """The bundle's files; an existing key is kept unless force (a new one would lock
-        out running nodes)."""
-        spec = resolved.spec
-        directory = str(cluster_dir.resolve())
-        plan = launch_plan(resolved, image=image, cluster_dir=directory)
-        hosts = run_hosts(spec.launch)
-        port = spec.image.ssh.port
-        needed = needed_files(spec)
-        files = [
-            OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
-            OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
-            OutputFile(LAUNCH_SH, 0o755, launch_script(plan, directory, needed, at=LAUNCH_SH)),
-            OutputFile(PLAN, 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
-            OutputFile("README.md", 0o644, _readme(resolved, image, plan, cluster_dir, spec_ref)),
-            OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
-            OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
-            *kept_or_new(cluster_dir, comment=f"builder-{spec.name}", force=force),
-        ]
-        return files + secret_files(spec)  # 0600; none when launch.env holds no secret
-
-
-SCHEDULER = Ssh()
-
-
-def write_bundle(
-    resolved: Resolved,
-    directory: Path,
-    *,
-    image: str,
-    force: bool,
-    spec_ref: str = "stack.yaml",
-    settings: bool = False,
-) -> list[Path]:
-    """Write the ssh bundle (``Scheduler.write``): a refusal writes nothing."""
-    return SCHEDULER.write(
-        resolved, directory, image=image, force=force, spec_ref=spec_ref, settings=settings
-    )
+def bundle_files(
+    resolved: Resolved, *, image: str, cluster_dir: Path, force: bool, spec_ref: str
+) -> list[OutputFile]:
+    """The bundle's files (``Scheduler.materialize``); an existing key is kept unless force
+    (a new one would lock out running nodes)."""
+    spec = resolved.spec
+    directory = str(cluster_dir.resolve())
+    plan = launch_plan(resolved, image=image, cluster_dir=directory)
+    hosts = run_hosts(spec.launch)
+    port = spec.image.ssh.port
+    needed = needed_files(spec)
+    files = [
+        OutputFile(HOSTFILE, 0o644, hostfile_text(hosts)),
+        OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
+        OutputFile(LAUNCH_SH, 0o755, launch_script(plan, directory, needed, at=LAUNCH_SH)),
+        OutputFile(PLAN, 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
+        OutputFile("README.md", 0o644, _readme(resolved, image, plan, cluster_dir, spec_ref)),
+        OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
+        OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
+        *kept_or_new(cluster_dir, comment=f"builder-{spec.name}", force=force),
+    ]
+    return files + secret_files(spec)  # 0600; none when launch.env holds no secret
 
 
 def needed_files(spec: Spec) -> list[str]:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from builder import schedulers
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.folder import write_cluster_files
 from builder.cluster.hostfile import Host, hostfile_text, hosts_from_nodes
@@ -68,12 +69,10 @@ from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.runtimes import docker
 from builder.launch.secrets import SECRET_MODE, secret_env
 from builder.output import OutputFile
-from builder.schedulers.base import Scheduler
-from builder.spec.records import DNS_LABEL, KUBERNETES_JOBS
+from builder.schedulers.kubernetes.section import DNS_LABEL, KUBERNETES_JOBS, Kubernetes
 
 if TYPE_CHECKING:
     from builder.resolved import Resolved
-    from builder.spec.records import LaunchSpec
 
 Manifest = dict[str, Any]
 
@@ -106,6 +105,8 @@ SHM = "/dev/shm"
 POD_RUNTIME = docker.RUNTIME
 """A pod's container is what docker's runtime plans: the image with the cluster folder,
 the code, the cache at their paths, the environment inherited by ssh sessions."""
+NAME = "kubernetes"
+"""The scheduler this package is (its module's name)."""
 MANIFEST = "kubernetes.yaml"
 SECRETS = "kubernetes.secrets.yaml"
 README = "README.md"
@@ -128,53 +129,32 @@ class PodFiles:
     """(file name, text): each a ConfigMap key."""
 
 
-class Kubernetes(Scheduler):
-    """Kubeflow Trainer TrainJob (or PyTorchJob) manifests: kubectl starts the run."""
-
-    name = "kubernetes"
-    started = "`kubectl apply -f kubernetes.secrets.yaml -f kubernetes.yaml`"
-    stopped = "`kubectl delete -f kubernetes.yaml` (the job's pods on every node)"
-
-    def runtime_of(self, launch: LaunchSpec) -> str:  # noqa: ARG002 - a pod is a container
-        return POD_RUNTIME.name
-
-    environment_files = (MANIFEST,)
-
-    def materialize(
-        self,
-        resolved: Resolved,
-        *,
-        image: str,
-        cluster_dir: Path,
-        force: bool = False,
-        spec_ref: str = "stack.yaml",
-    ) -> list[OutputFile]:
-        """The manifests, the Secrets they read (0600) and a README with the commands
-        from here to the run; the cluster host key of an earlier secrets file in the
-        folder is kept unless force (the pods' known_hosts pin it)."""
-        objects = kubernetes_manifests(resolved, image=image)
-        files = [
-            OutputFile(MANIFEST, 0o644, manifests_yaml(objects)),
-            OutputFile(README, 0o644, _readme(resolved, image, spec_ref)),
-        ]
-        earlier = cluster_dir / SECRETS
-        kept = None
-        if not force and earlier.is_file() and earlier.stat().st_size <= MAX_SECRETS_FILE:
-            kept = kept_host_key(earlier.read_text(errors="replace"), resolved.spec.name)
-        secrets = kubernetes_secrets(resolved, host_key=kept)
-        if secrets:
-            files.append(OutputFile(SECRETS, SECRET_MODE, manifests_yaml(secrets)))
-        return files
-
-
-SCHEDULER = Kubernetes()
+def manifest_files(
+    resolved: Resolved, *, image: str, cluster_dir: Path, force: bool, spec_ref: str
+) -> list[OutputFile]:
+    """The manifests, the Secrets they read (0600) and a README with the commands from
+    here to the run (``Scheduler.materialize``); the cluster host key of an earlier secrets
+    file in the folder is kept unless force (the pods' known_hosts pin it)."""
+    objects = kubernetes_manifests(resolved, image=image)
+    files = [
+        OutputFile(MANIFEST, 0o644, manifests_yaml(objects)),
+        OutputFile(README, 0o644, _readme(resolved, image, spec_ref)),
+    ]
+    earlier = cluster_dir / SECRETS
+    kept = None
+    if not force and earlier.is_file() and earlier.stat().st_size <= MAX_SECRETS_FILE:
+        kept = kept_host_key(earlier.read_text(errors="replace"), resolved.spec.name)
+    secrets = kubernetes_secrets(resolved, host_key=kept)
+    if secrets:
+        files.append(OutputFile(SECRETS, SECRET_MODE, manifests_yaml(secrets)))
+    return files
 
 
 def job_kind(resolved: Resolved, job: str | None = None) -> str:
     """The job kind of the run (job, else launch.kubernetes.job), checked against the
     launcher: a PyTorchJob runs torchrun only, and srun only a Slurm job runs."""
     launch, launcher = resolved.spec.launch, resolved.launcher
-    kind = job or launch.kubernetes.job
+    kind = job or launch.section(Kubernetes).job
     where = "launch.kubernetes.job" if job is None else "--job"
     problems = []
     if kind not in KUBERNETES_JOBS:
@@ -195,7 +175,7 @@ def job_kind(resolved: Resolved, job: str | None = None) -> str:
                 "the nodes over ssh: use trainjob (the Trainer's MPI runtime) or torchrun",
             )
         )
-    elif kind == PYTORCHJOB and launch.kubernetes.runtime:
+    elif kind == PYTORCHJOB and launch.section(Kubernetes).runtime:
         problems.append(
             Problem(
                 "launch.kubernetes.runtime",
@@ -239,7 +219,8 @@ def kubernetes_manifests(
     cluster folder's for ssh launchers), the claims builder makes, the TrainingRuntime, the
     job. No secret value is in them (``kubernetes_secrets`` has those)."""
     kind = job_kind(resolved, job)
-    resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=SCHEDULER)
+    # the pods run the image themselves, whichever scheduler the stack was resolved for
+    resolved = replace(resolved, runtime=POD_RUNTIME, scheduler=schedulers.get(NAME))
     check_pair(resolved)
     _check_network(resolved)
     if resolved.spec.launch.uneven:
@@ -256,7 +237,7 @@ def kubernetes_manifests(
             ],
         )
     spec, launcher = resolved.spec, resolved.launcher
-    k8s = spec.launch.kubernetes
+    k8s = spec.launch.section(Kubernetes)
     nnodes = len(hosts_from_nodes(spec.launch.nodes, spec.launch.slots))
     mpi = launcher.over_ssh
     hosts = pod_hosts(resolved, kind)
@@ -411,7 +392,7 @@ def _known_hosts_of(private: str) -> str:
 
 
 def _metadata(resolved: Resolved, name: str, labels: dict[str, str] | None = None) -> Manifest:
-    k8s = resolved.spec.launch.kubernetes
+    k8s = resolved.spec.launch.section(Kubernetes)
     meta: Manifest = {"name": name}
     if k8s.namespace:
         meta["namespace"] = k8s.namespace
@@ -459,7 +440,7 @@ def _files_config_map(resolved: Resolved, files: PodFiles) -> Manifest:
 def _claims(resolved: Resolved) -> list[Manifest]:
     """The claims builder writes: launch.code's and launch.cache's where the site names none."""
     spec = resolved.spec
-    k8s = spec.launch.kubernetes
+    k8s = spec.launch.section(Kubernetes)
     claims = []
     for what, path, given in (
         ("code", spec.launch.code, k8s.code_claim),
@@ -496,7 +477,7 @@ class _Pod:
         self.files = files
         spec = resolved.spec
         self.launch = spec.launch
-        self.k8s = spec.launch.kubernetes
+        self.k8s = spec.launch.section(Kubernetes)
         self.name = spec.name
 
     def env_list(self, extra: dict[str, str] | None = None) -> list[Manifest]:
@@ -677,7 +658,7 @@ def _toleration(toleration: Any) -> Manifest:
 
 
 def _job_labels(resolved: Resolved) -> dict[str, str]:
-    queue = resolved.spec.launch.kubernetes.queue
+    queue = resolved.spec.launch.section(Kubernetes).queue
     return {QUEUE_LABEL: queue} if queue else {}
 
 
@@ -764,7 +745,7 @@ def _mpi_runtime(resolved: Resolved, pod: _Pod, nnodes: int) -> Manifest:
 
 
 def _trainjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int, policy: str) -> Manifest:
-    spec, k8s = resolved.spec, resolved.spec.launch.kubernetes
+    spec, k8s = resolved.spec, resolved.spec.launch.section(Kubernetes)
     # the launcher's pod starts its own sshd first: it is a node of the hostfile too
     extra = {"BUILDER_SSHD": "1"} if policy == "mpi" else {}
     trainer: Manifest = {
@@ -869,7 +850,7 @@ def _check_network(resolved: Resolved) -> None:
     there only with the host's network or a secondary one. Refused otherwise, naming both
     ways: NCCL, gloo and HCCL would look for an interface that is not there."""
     spec = resolved.spec
-    k8s = spec.launch.kubernetes
+    k8s = spec.launch.section(Kubernetes)
     ways = (
         "run the pods on the host's network (launch.kubernetes.host_network: true), or give "
         "them a secondary network with that interface (launch.kubernetes.network: a Multus "
@@ -930,7 +911,7 @@ def _readme(resolved: Resolved, image: str, spec_ref: str) -> str:
     spec = resolved.spec
     kind = job_kind(resolved)
     name = spec.name
-    namespace = spec.launch.kubernetes.namespace
+    namespace = spec.launch.section(Kubernetes).namespace
     ns = f" -n {namespace}" if namespace else ""
     if kind == PYTORCHJOB:
         operator = "Kubeflow's Training Operator (kubeflow.org/v1 PyTorchJob)"

@@ -33,7 +33,7 @@ from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
-from builder.schedulers.base import Scheduler
+from builder.schedulers.slurm.section import Slurm
 from builder.spec.records import ENV_NAME
 from builder.templating import HEADER, render_template
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from builder.resolved import Resolved
-    from builder.spec.records import LaunchSpec
 
 # Left for the batch shell to expand on the node, never quoted away.
 JOB_LOGS_FOLDER = FromShell('"$LOGS"')
@@ -116,41 +115,21 @@ SCRIPT = "job.sbatch"
 README = "README.md"
 
 
-class Slurm(Scheduler):
-    """A Slurm batch job: one task per node, each running the launcher in the runtime."""
-
-    name = "slurm"
-    batch = True
-    started = "`sbatch job.sbatch` on the login node"
-    stopped = "`scancel JOBID` (srun stops every node's task)"
-
-    def runtime_of(self, launch: LaunchSpec) -> str:
-        return launch.slurm.runtime
-
-    environment_files = (SCRIPT,)
-
-    def materialize(
-        self,
-        resolved: Resolved,
-        *,
-        image: str,
-        cluster_dir: Path,
-        force: bool = False,  # noqa: ARG002 - a batch job keeps nothing from a run
-        spec_ref: str = "stack.yaml",
-    ) -> list[OutputFile]:
-        """The job script, the secret files it reads (0600, when launch.env holds
-        secrets) and a README with the commands from here to the run."""
-        here = str(cluster_dir.resolve())
-        script = sbatch_script(resolved, image=image, cluster_dir=here)
-        readme = _readme(resolved, image, here, spec_ref)
-        return [
-            OutputFile(SCRIPT, 0o755, script),
-            OutputFile(README, 0o644, readme),
-            *secret_files(resolved.spec),
-        ]
+def job_files(
+    resolved: Resolved, *, image: str, cluster_dir: Path, spec_ref: str
+) -> list[OutputFile]:
+    """The job script, the secret files it reads (0600, when launch.env holds secrets)
+    and a README with the commands from here to the run (``Scheduler.materialize``)."""
+    here = str(cluster_dir.resolve())
+    script = sbatch_script(resolved, image=image, cluster_dir=here)
+    readme = _readme(resolved, image, here, spec_ref)
+    return [
+        OutputFile(SCRIPT, 0o755, script),
+        OutputFile(README, 0o644, readme),
+        *secret_files(resolved.spec),
+    ]
 
 
-SCHEDULER = Slurm()
 BATCH_LAUNCHER = torchrun.LAUNCHER
 """What each node's batch task runs when the spec's launcher cannot (the advice of the
 refusal, and what the rehearsal's Slurm job runs): named, never picked by sort order."""
@@ -196,7 +175,7 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             field=where,
             value=logs,
         )
-    if run.outside_the_job and not launch.slurm.docker:
+    if run.outside_the_job and not launch.section(Slurm).docker:
         raise UsageError(DOCKER_UNDER_SRUN)
     nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
     placement = Placement(
@@ -240,7 +219,7 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             "hostfile": _job_hostfile(cluster_dir) if launcher.batch_hostfile else "",
             "srun_options": [shell_word(option) for option in run.srun_options(setup)],
             "command": shell_line([*checked, *action.argv()]),
-            "requeue": str(launch.slurm.requeue or ""),
+            "requeue": str(launch.section(Slurm).requeue or ""),
         },
     )
 
@@ -327,13 +306,13 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
     """Every #SBATCH line, each through sbatch_option; a value from the spec's fields is
     reported as a problem of the spec (source), builder's own as a usage error."""
     spec, source, platform = resolved.spec, resolved.stack.source, resolved.platform
-    slurm = spec.launch.slurm
+    slurm = spec.launch.section(Slurm)
     lines = [
         sbatch_option("job-name", spec.name, "name", source),
         sbatch_option("nodes", str(nnodes), "launch.nodes", source),
         sbatch_option("ntasks-per-node", str(tasks), "builder"),
     ]
-    for item in platform.slurm_options(spec.launch):
+    for item in platform.slurm_options(spec.launch.slots, slurm.gpus_per_node):
         option, _, given = item.removeprefix("--").partition("=")
         lines.append(sbatch_option(option, given, f"the {platform.name} platform"))
     cpus, problems = _cpus(resolved, tasks)
@@ -383,7 +362,7 @@ def task_cpus(resolved: Resolved, tasks: int) -> int:
 
 def _cpus(resolved: Resolved, tasks: int) -> tuple[int | None, list[Problem]]:
     launch = resolved.spec.launch
-    slurm = launch.slurm
+    slurm = launch.section(Slurm)
     if slurm.cpus_per_node and slurm.cpus_per_task:
         why = (
             "set cpus_per_node (the node's CPUs for the run) or cpus_per_task (each Slurm "
@@ -427,7 +406,7 @@ def _layout_problems(resolved: Resolved, tasks: int) -> list[Problem]:
     """GPU layout fields that contradict the node's GPUs and its tasks, or the device
     each rank takes."""
     launch = resolved.spec.launch
-    slurm = launch.slurm
+    slurm = launch.section(Slurm)
     bound = [
         (f"launch.slurm.{name}", value)
         for name, value in (("gpus_per_task", slurm.gpus_per_task), ("gpu_bind", slurm.gpu_bind))

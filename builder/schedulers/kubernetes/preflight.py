@@ -19,15 +19,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.payload import payload_text
-from builder.preflight.cluster import FOLDER, MOUNT, probe_stack
-from builder.preflight.probe import FILES, expected_of
-from builder.schedulers.kubernetes import (
+from builder.preflight.probe import FILES, FOLDER, MOUNT, expected_of, probe_stack
+from builder.schedulers.kubernetes.manifests import (
     PodFiles,
     job_kind,
     kubernetes_text,
     pod_hosts,
     write_kubernetes,
 )
+from builder.schedulers.kubernetes.section import Kubernetes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,13 +47,13 @@ def kubernetes_probe(resolved: Resolved, settings: Settings) -> Resolved:
     own claims for launch.code and launch.cache (the site's, or the run's NAME-code and
     NAME-cache): the probe writes none of its own."""
     spec = resolved.spec
-    k8s = spec.launch.kubernetes
+    k8s = spec.launch.section(Kubernetes)
     claims = replace(
         k8s,
         code_claim=k8s.code_claim or (f"{spec.name}-code" if spec.launch.code else None),
         cache_claim=k8s.cache_claim or (f"{spec.name}-cache" if spec.launch.cache else None),
     )
-    run = resolved.with_spec(replace(spec, launch=replace(spec.launch, kubernetes=claims)))
+    run = resolved.with_spec(replace(spec, launch=spec.launch.with_section(claims)))
     return probe_stack(run, settings)
 
 

@@ -1,0 +1,106 @@
+"""The ssh scheduler: nodes reached over ssh (or by hand), each running its part of the
+plan from the bundle's launch.sh (``bundle``); its preflight is the probe run by builder
+itself through that same plan, each node reached with this machine's ssh
+(``preflight``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from builder.cluster.ssh import Ssh
+from builder.contract import DSENV
+from builder.errors import UsageError
+from builder.preflight.probe import ProbeOutput
+from builder.schedulers.base import Scheduler, refuse_job_kind
+from builder.schedulers.ssh.bundle import LAUNCH_SH, PLAN, bundle_files
+from builder.schedulers.ssh.preflight import ClusterPreflight
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from builder.output import OutputFile
+    from builder.preflight.probe import ProbeRequest
+    from builder.preflight.report import Expected, Preflight
+    from builder.resolved import Resolved
+
+
+class SshScheduler(Scheduler):
+    """Nodes reached over ssh (or by hand): launch.sh runs each node's part."""
+
+    name = "ssh"
+    started = "on each node `sh launch.sh NODE`; then, for deepspeed, `sh launch.sh launch`"
+    stopped = "Ctrl-C on the launcher's launch.sh, or `sh launch.sh stop` on its node"
+    rehearsed = True
+    environment_files = (DSENV, LAUNCH_SH, PLAN)
+
+    def materialize(
+        self,
+        resolved: Resolved,
+        *,
+        image: str,
+        cluster_dir: Path,
+        force: bool = False,
+        spec_ref: str = "stack.yaml",
+    ) -> list[OutputFile]:
+        """The bundle's files; an existing key is kept unless force (a new one would lock
+        out running nodes)."""
+        return bundle_files(
+            resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
+        )
+
+    def check_probe(self, request: ProbeRequest) -> None:
+        refuse_job_kind(self, request)
+        if request.output is not None:
+            raise UsageError(
+                "--output writes the probe's job for a scheduler that runs it (slurm, "
+                "kubernetes); over ssh builder runs the probe on the nodes itself",
+                field="--output",
+            )
+        if request.force:
+            raise UsageError("--force replaces the files --dry-run -o writes (kubernetes, slurm)")
+
+    def probe_expected(self, resolved: Resolved, request: ProbeRequest) -> Expected:
+        return _cluster(resolved, request, lambda _: None).expected()
+
+    def preflight(
+        self, resolved: Resolved, request: ProbeRequest, *, say: Callable[[str], None]
+    ) -> Preflight | ProbeOutput:
+        """The probe on the nodes, through a launch.sh written for it (--dry-run: its
+        plan, printed)."""
+        run = _cluster(resolved, request, say)
+        if request.dry_run:
+            return ProbeOutput(text=run.plan.text(), data=run.plan.as_data())
+        return run.run()
+
+
+def _cluster(
+    resolved: Resolved, request: ProbeRequest, say: Callable[[str], None]
+) -> ClusterPreflight:
+    return ClusterPreflight(
+        resolved,
+        image=request.image,
+        cluster_dir=request.cluster_dir or Path("cluster"),
+        settings=request.settings,
+        ssh=Ssh(request.ssh_config),
+        say=say,
+        engine=request.engine,
+    )
+
+
+SCHEDULER = SshScheduler()
+
+
+def write_bundle(
+    resolved: Resolved,
+    directory: Path,
+    *,
+    image: str,
+    force: bool,
+    spec_ref: str = "stack.yaml",
+    settings: bool = False,
+) -> list[Path]:
+    """Write the ssh bundle (``Scheduler.write``): a refusal writes nothing."""
+    return SCHEDULER.write(
+        resolved, directory, image=image, force=force, spec_ref=spec_ref, settings=settings
+    )
