@@ -33,6 +33,7 @@ import binascii
 import difflib
 import json
 import re
+import subprocess
 import types
 import typing
 from decimal import Decimal
@@ -40,6 +41,8 @@ from functools import cache
 from typing import Any
 
 import yaml
+
+from tests.conftest import real_tool
 
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 
@@ -146,7 +149,58 @@ def check_yaml(text: str) -> list[dict[str, Any]]:
         objects.append(doc)
     if not objects:
         raise AssertionError("no Kubernetes object in the YAML")
+    read = kubectl_reads(text)
+    for index, (ours, theirs) in enumerate(zip(objects, read, strict=True)):
+        if ours != theirs:
+            raise AssertionError(
+                f"object {index} ({ours['kind']} {ours['metadata']['name']}): kubectl reads "
+                f"{_first_difference(ours, theirs)}"
+            )
     return objects
+
+
+READBACK = "builder-readback"
+"""The label kubectl adds to every object it reads back (then taken off again)."""
+
+
+def kubectl_reads(text: str) -> list[dict[str, Any]]:
+    """The objects of text as kubectl's own YAML reader gets them (sigs.k8s.io/yaml over
+    go-yaml, YAML 1.1: plain `y` a boolean, `1e-4` a float), with no cluster:
+    `kubectl label --local -f - KEY=1 -o json` prints each object it read."""
+    result = subprocess.run(
+        [real_tool("kubectl"), "label", "--local", "-f", "-", f"{READBACK}=1", "-o", "json"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"kubectl does not read the YAML: {result.stderr.strip()}")
+    decoder, out, at = json.JSONDecoder(), [], 0
+    body = result.stdout
+    while body[at:].strip():
+        at += len(body[at:]) - len(body[at:].lstrip())
+        obj, at = decoder.raw_decode(body, at)
+        labels = obj["metadata"]["labels"]
+        del labels[READBACK]
+        if not labels:  # an object that had none
+            del obj["metadata"]["labels"]
+        out.append(obj)
+    return out
+
+
+def _first_difference(ours: Any, theirs: Any, path: str = "") -> str:
+    """Where two read-backs part, for the message: `path: 'y' (builder) but True`."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(ours.keys() | theirs.keys()):
+            if ours.get(key) != theirs.get(key):
+                return _first_difference(ours.get(key), theirs.get(key), f"{path}.{key}")
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{index}]")
+    return f"{path or '.'}: {ours!r} (as builder wrote it) as {theirs!r}"
 
 
 class _StrictLoader(yaml.SafeLoader):

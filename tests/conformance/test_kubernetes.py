@@ -622,6 +622,65 @@ SITE_CLAIMS: dict[str, Any] = {
 """The site's runtime and claims instead of builder's (runtimePatches carry the pods)."""
 
 
+TYPED_WORDS = (
+    *("y", "Y", "n", "N", "yes", "No", "ON", "off", "true", "False", "null", "~", "NULL"),
+    *("1e-4", "1e3", "0o17", "0x1F", "017", "+1", "-.5", ".inf", "-.Inf", ".NaN", "1_000"),
+    *("1:20", "190:20:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "=", "<<", "0b101"),
+    *("12e03", "1.", "0.", "-0", "Yes", "nO", "oN"),
+)
+"""Strings YAML 1.1 (kubectl's reader) or YAML 1.2 may read as another type when plain:
+booleans, nulls, ints in every base, floats, base-60 numbers, timestamps, `=` and `<<`."""
+
+
+@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_values_a_yaml_reader_could_type_reach_kubectl_as_strings(launcher: str, job: str) -> None:
+    """Every word above, in launch.args, launch.env and the options that reach an object
+    (a namespace, a queue, a node selector's value, a toleration's): kubectl reads back
+    exactly the strings builder wrote (check_yaml asks kubectl itself)."""
+    if job == "pytorchjob" and launcher != "torchrun":
+        return
+    data = yaml.safe_load(builder.preset_text("cpu-deepspeed"))
+    words = list(TYPED_WORDS)
+    data["launch"].update(
+        launcher=launcher,
+        args=["--value", *words],
+        env={f"V{index}": word for index, word in enumerate(words)},
+        kubernetes={
+            "namespace": "y",
+            "queue": "n",
+            "node_selector": {"pool": "on", "zone": "1e3"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "yes"}],
+        },
+    )
+    objects = _manifests(builder.parse_spec(yaml.safe_dump(data), "typed words"), job)
+    assert objects is not None
+    text = builder.manifests_yaml(objects)
+    assert check_yaml(text) == objects
+    found = "\n".join(
+        value for obj in objects for value in _every_string(obj) if value in TYPED_WORDS
+    )
+    assert "1e-4" in found
+    assert "y" in found.split("\n")
+
+
+def test_the_read_back_check_sees_a_plain_word_kubectl_types() -> None:
+    """The checker itself: a plain `y` is what kubectl reads as true."""
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {x: y}\n"
+    with pytest.raises(AssertionError, match=r"kubectl reads \.data\.x: 'y' .* as True"):
+        check_yaml(text)
+
+
+def _every_string(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _every_string(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _every_string(item)]
+    return []
+
+
 def _stack(preset: str, options: dict[str, Any] | None, fabric: str | None = None) -> Any:
     """The preset, or the preset with launch.kubernetes options (and a secret in launch.env)."""
     if options is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import stat
-import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -294,6 +293,35 @@ def test_a_secret_value_in_a_manifest_is_refused() -> None:
     assert caught.value.problems[0].path == "launch.env.HF_TOKEN"
 
 
+SECRETS_YAML_QUOTES = (
+    "#hf'K8S: y",
+    'a"b\\c: d',
+    "tab\there: 1",
+    "- dash first",
+    "y",
+    "1e-4 secret",
+    "ends with space ",
+    "\u00e9t\u00e9 \u2603 token",
+    "it's $(here)",
+)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+@pytest.mark.parametrize("secret", SECRETS_YAML_QUOTES)
+def test_a_secret_quoted_by_yaml_or_the_shell_is_still_found(launcher: str, secret: str) -> None:
+    """The check reads the values back as a YAML reader gets them, and looks for the
+    shell's quoting of the value too: quoting never hides a secret."""
+    if len(secret) < 4:
+        secret = f"{secret}-long-enough"
+    resolved = _resolved(
+        "cpu-deepspeed", launcher=launcher, env={"HF_TOKEN": secret}, args=("--t", secret)
+    )
+    with pytest.raises(SpecError) as caught:
+        kubernetes_manifests(resolved, image=IMAGE)
+    assert caught.value.problems[0].path == "launch.env.HF_TOKEN"
+    assert secret not in str(caught.value)
+
+
 def test_the_host_key_is_kept_and_the_ssh_secret_is_the_trainers() -> None:
     resolved = _resolved("cpu-deepspeed")
     first = kubernetes_secrets(resolved)
@@ -365,7 +393,8 @@ def test_stdout_is_refused_where_secrets_are_needed() -> None:
     assert "-o FILE" in result.output
 
 
-def test_a_64_node_spec_renders_fast() -> None:
+def test_a_64_node_spec_renders_every_node() -> None:
+    """Every node in the hostfile and the job (its time is bench/ figures', not a test's)."""
     spec = _spec(
         "name: big\n"
         "image: {accelerator: cpu, torch: '2.11.0', deepspeed: '0.18.0', fabric: infiniband}\n"
@@ -373,10 +402,8 @@ def test_a_64_node_spec_renders_fast() -> None:
         " kubernetes: {host_network: true}}\n"
     )
     resolved = resolve(spec, scheduler_name="kubernetes")
-    start = time.perf_counter()
     objects = kubernetes_manifests(resolved, image=IMAGE)
-    manifests_yaml(objects)
-    assert time.perf_counter() - start < 0.5
+    assert manifests_yaml(objects).count("slots=8") == 64
     assert objects[-1]["spec"]["trainer"]["numNodes"] == 64
     assert objects[0]["data"]["hostfile"].count("slots=8") == 64
 

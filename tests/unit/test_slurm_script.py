@@ -554,3 +554,31 @@ def test_requeue_signals_the_batch_shell_which_requeues_and_waits_for_its_step(
     assert calls.read_text().splitlines() == ["scontrol requeue 7", "srun-done"]
     assert job.returncode == 3  # srun's own status, once it ended
     assert "job 7: run 0 (requeued that many times)" in output
+
+
+@pytest.mark.parametrize(
+    ("logs", "cluster_dir"),
+    [
+        ("/shared/lo\\gs", "/shared/c"),
+        ("/shared/100%/logs", "/shared/c"),
+        ("/shared/%N", "/shared/c"),
+        (None, "/shared/c\\d"),
+        (None, "/shared/50%"),
+    ],
+)
+def test_a_path_that_changes_sruns_filename_patterns_is_refused(
+    logs: str | None, cluster_dir: str
+) -> None:
+    """srun's --output reads the whole log path as a filename pattern: a '%' is one, and
+    a backslash turns every one off (man srun: "\\ Do not process any of the replacement
+    symbols"), so that every node would write the one literal %N.out."""
+    spec = load_preset("cpu-deepspeed").spec
+    spec = with_slurm(replace(spec, launch=replace(spec.launch, logs=logs)), cpus_per_node=2)
+    with pytest.raises(UsageError) as caught:
+        sbatch_script(
+            resolve(Stack(spec, "s", None), scheduler_name="slurm"),
+            image="team/t:1",
+            cluster_dir=cluster_dir,
+        )
+    assert "filename pattern" in str(caught.value)
+    assert caught.value.field == ("launch.logs" if logs else "--cluster-dir")

@@ -42,6 +42,7 @@ found in the manifests anyway (in launch.args, say) is refused.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, replace
@@ -358,9 +359,29 @@ def kept_host_key(text: str, name: str) -> str | None:
     return None
 
 
+PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*")
+"""A string every YAML reader takes as the string it is when written plain: a letter, '_'
+or '/' first, then letters, digits and ``_./-`` (no number, date, base-60 or ``<<``)."""
+YAML11_WORDS = frozenset({"y", "yes", "n", "no", "true", "false", "on", "off", "null"})
+"""Plain words YAML 1.1 reads as booleans or null, in any case (kubectl's reader, go-yaml
+v2 under sigs.k8s.io/yaml, is YAML 1.1: `y` is true, `1e-4` a float, `0o17` an int)."""
+
+
+def yaml_style(text: str) -> str | None:
+    """How a manifest writes a string so that kubectl reads it back as that string: a
+    literal block for files, plain where no YAML reader could take it for another type,
+    else double-quoted."""
+    if "\n" in text:
+        return "|"  # files (hostfile, ssh config) as written; a block is never typed
+    if PLAIN.fullmatch(text) and text.lower() not in YAML11_WORDS:
+        return None
+    return '"'
+
+
 def manifests_yaml(objects: list[Manifest]) -> str:
-    """Multi-document YAML that kubectl reads: keys in the order built, no aliases, the
-    same bytes for the same objects."""
+    """Multi-document YAML that kubectl reads as builder wrote it: keys in the order built,
+    no aliases, every string that any YAML 1.1 or 1.2 reader could resolve to another
+    type quoted (``yaml_style``), the same bytes for the same objects."""
     import yaml
 
     class _Dumper(yaml.SafeDumper):
@@ -368,8 +389,7 @@ def manifests_yaml(objects: list[Manifest]) -> str:
             return True
 
     def text(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-        style = "|" if "\n" in data else None  # files (hostfile, ssh config) as written
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=yaml_style(data))
 
     _Dumper.add_representer(str, text)
     return yaml.dump_all(
@@ -890,8 +910,15 @@ def _check_network(resolved: Resolved) -> None:
 
 def _refuse_secret_values(resolved: Resolved, objects: list[Manifest]) -> None:
     """A secret value written into a manifest (launch.args, a selector) is refused: the
-    manifests are 0644, shown by kubectl and kept in the cluster's etcd unencrypted."""
+    manifests are 0644, shown by kubectl and kept in the cluster's etcd unencrypted.
+    Searched in the values as a YAML reader gets them back (quoting changes the text) and
+    in the text itself, as written and as a shell line quotes it, and with every quote
+    and backslash taken out of both (a launcher's own escaping: DeepSpeed's `\\$`)."""
+    import yaml
+
     text = manifests_yaml(objects)
+    strings = "\n".join(_strings(list(yaml.safe_load_all(text))))
+    bare = _unquoted(strings)
     found = [
         Problem(
             f"launch.env.{key}",
@@ -899,10 +926,30 @@ def _refuse_secret_values(resolved: Resolved, objects: list[Manifest]) -> None:
             "an option holds it), which are not secret: pass it only through launch.env",
         )
         for key, value in secret_env(resolved.spec.launch).items()
-        if len(value) >= 4 and value in text
+        if len(value) >= 4
+        and (
+            any(form in text or form in strings for form in (value, shlex.quote(value)))
+            or (len(_unquoted(value)) >= 4 and _unquoted(value) in bare)
+        )
     ]
     if found:
         raise SpecError(resolved.stack.source, found)
+
+
+def _unquoted(text: str) -> str:
+    """text without the characters quoting adds (quotes, backslashes)."""
+    return text.translate({ord(c): None for c in "\\'\""})
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in parsed YAML, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in (*_strings(key), *_strings(item))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
 
 
 def _readme(resolved: Resolved, image: str, spec_ref: str) -> str:

@@ -168,10 +168,15 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
             "--cluster-dir",
         )
     )
-    if "%" in logs:  # srun's --output reads %N, %j, ... in the whole path
+    if "%" in logs or "\\" in logs:
+        # srun's filename patterns (man srun, "filename pattern"): every '%' of the path is
+        # one (%N, %j, ...), and a backslash anywhere turns them all off ("\\: do not
+        # process any of the replacement symbols"): every node would write one "%N.out"
         raise UsageError(
-            f"{where} {shown(logs)}: the job's logs go under it, and srun's --output "
-            "reads every '%' of that path as a pattern (%N, %j, ...): use a folder without '%'",
+            f"{where} {shown(logs)}: the job's logs go under it, and srun's --output reads "
+            "that whole path as a filename pattern: each '%' is a pattern (%N, %j, ...) and "
+            "a backslash turns every pattern off, so that all nodes would write one literal "
+            "'%N.out'; use a folder without '%' or '\\'",
             field=where,
             value=logs,
         )
