@@ -27,7 +27,7 @@ from builder.fingerprint.compare import differences
 from builder.fingerprint.record import Fingerprint
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from builder.collectives import Collective
@@ -40,21 +40,69 @@ Severity = Literal["fail", "warn"]
 NET_WORDS = {"Socket": "sockets", "IB": "InfiniBand verbs"}
 
 
+MAX_RANK = 1 << 20
+"""More ranks than any run has: a report claiming a higher rank is not one."""
+MAX_TEXT = 2000
+"""The longest text of a report that is shown (an error, a device's name)."""
+MAX_DEPTH = 16
+"""How deep a report nests (its fingerprint); deeper is not a report."""
+_CONTROL = dict.fromkeys([*range(32), 127, *range(128, 160)], "?")
+"""Characters a terminal acts on (ESC, BEL, a carriage return): shown as '?'."""
+
+
 def probe_reports(output: str, mark: str) -> list[dict[str, Any]]:
-    """Every report after mark in output, wherever it starts (pdsh puts `node: ` before
-    it)."""
+    """Every report after mark in output, wherever it starts on its line (pdsh puts
+    `node: ` before it), in linear time: each report is one line, read within that line.
+    A line cut by another process's output, or that is not a report (JSON that is not
+    one, a rank that is not a whole number from 0), is left out: that rank shows as
+    missing. What is kept is scrubbed: text without control characters, cut at MAX_TEXT;
+    nothing nested deeper than MAX_DEPTH, no whole number beyond 18 digits."""
     decoder = json.JSONDecoder()
     reports = []
-    at = output.find(mark)
-    while at >= 0:
-        try:
-            report, _ = decoder.raw_decode(output, at + len(mark))
-            if isinstance(report, dict) and "rank" in report:
+    for line in output.splitlines():
+        at = line.find(mark)
+        while at >= 0:
+            report = _decoded(decoder, line, at + len(mark))
+            if report is not None:
                 reports.append(report)
-        except json.JSONDecodeError:
-            pass  # cut by another process's output: that rank shows as missing
-        at = output.find(mark, at + len(mark))
+            at = line.find(mark, at + len(mark))
     return reports
+
+
+def _decoded(decoder: json.JSONDecoder, line: str, start: int) -> dict[str, Any] | None:
+    try:
+        found, _ = decoder.raw_decode(line, start)
+    except (ValueError, RecursionError):  # cut, not JSON, nested past the stack, huge ints
+        return None
+    report = _scrub(found, 0)
+    if not isinstance(report, dict):
+        return None
+    rank = report.get("rank")
+    if type(rank) is not int or not 0 <= rank < MAX_RANK:
+        return None
+    return report
+
+
+def _scrub(value: Any, depth: int) -> Any:  # noqa: PLR0911 - one branch per JSON kind
+    """A report's value as the judge may read it (see probe_reports)."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, str):
+        return value[:MAX_TEXT].translate(_CONTROL)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 10**18 else None
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list):
+        return [_scrub(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {
+            str(key)[:MAX_TEXT].translate(_CONTROL): _scrub(item, depth + 1)
+            for key, item in value.items()
+        }
+    return None
 
 
 @dataclass(frozen=True)
@@ -153,10 +201,11 @@ class Preflight:
 def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Preflight:
     """The preflight's rows and findings from the ranks' output; launch: what the launch
     itself found (a node that did not start, a launcher that failed), said first."""
-    reports = sorted(probe_reports(output, MARK), key=lambda r: int(r.get("rank", -1)))
+    reports = sorted(probe_reports(output, MARK), key=lambda r: int(r["rank"]))
     rows = {node: NodeRow(node) for node in expected.nodes}
     findings: list[Finding] = []
     seen: dict[int, str] = {}
+    judged = []
     for report in reports:
         rank = int(report["rank"])
         node = _node_of(rank, str(report.get("node")), expected)
@@ -165,8 +214,16 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
         if rank in seen:
             findings.append(Finding(node, f"rank {rank} reported twice"))
         seen[rank] = node
-        findings += _rank_findings(report, row, expected)
+        try:  # on a copy first: a malformed report changes no row
+            _take(report, replace(row))
+            found = _rank_findings(report, row, expected)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            findings.append(Finding(node, f"rank {rank}: its report is malformed ({_why(exc)})"))
+            continue
+        findings += found
         _take(report, row)
+        judged.append(report)
+    reports = judged
     findings += _missing(seen, expected)
     ordered = [rows[node] for node in expected.nodes] + [
         row for name, row in rows.items() if name not in expected.nodes
@@ -184,16 +241,36 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
         rates = [replace(f, severity="warn") for f in rates]
     findings += rates
     findings += _transport(ordered, expected)
-    findings += _drift(reports, expected)
-    findings += _prebuilt(reports, expected)
+    findings += _guarded("the nodes' environments", lambda: _drift(reports, expected))
+    findings += _guarded("the prebuilt ops", lambda: _prebuilt(reports, expected))
     known = {(f.node, f.what) for f in findings}
     findings[:0] = [f for f in launch if (f.node, f.what) not in known]
     for finding in findings:
         if finding.node in rows and finding.severity == "fail":
             rows[finding.node].problems.append(finding.what)
     first = next((r for r in reports if int(r["rank"]) == 0), None)
-    sweep = _sweep(first, expected) if first else {}
+    sweep: dict[str, list[dict[str, float]]] = {}
+    if first:
+        try:
+            sweep = _sweep(first, expected)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            findings.append(
+                Finding(None, f"rank 0's all-reduce figures are malformed ({_why(exc)})")
+            )
     return Preflight(expected, ordered, sweep, findings)
+
+
+def _why(exc: BaseException) -> str:
+    """What was wrong in a report, in a few words."""
+    return f"{type(exc).__name__}: {str(exc)[:200]}".translate(_CONTROL)
+
+
+def _guarded(what: str, judging: Callable[[], list[Finding]]) -> list[Finding]:
+    """A judgement across the reports; malformed figures are a finding, not a crash."""
+    try:
+        return judging()
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        return [Finding(None, f"{what} could not be compared: a report is malformed ({_why(exc)})")]
 
 
 def judge_log(text: str, expected: Expected, settings: dict[str, Any]) -> Preflight:
