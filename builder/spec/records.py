@@ -15,6 +15,7 @@ and ``launch.settings``. Cross-field rules live with them and in
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -82,6 +83,35 @@ def _node_lists(nodes: tuple[str, ...]) -> tuple[str, ...]:
             "with duplicate hosts (give each node once)"
         )
     return nodes
+
+
+_HOST_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+HOST_NAME = rf"(?=.{{1,253}}$){_HOST_LABEL}(\.{_HOST_LABEL})*"
+"""A host name as every launcher passes it on: dot-separated labels of letters, digits,
+'-' and '_', neither '-' first (another option to the launcher) nor a ':' (a port)."""
+
+
+def _master_addr(value: str) -> str:
+    """launch.master_addr: a host name or an IP address, as every launcher reads it
+    (torchrun's --rdzv-endpoint adds :PORT itself, and an IPv6 address in brackets)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        pass
+    else:
+        return value
+    if re.fullmatch(HOST_NAME, value):
+        return value
+    host, _, port = value.rpartition(":")
+    if port.isdigit() and re.fullmatch(HOST_NAME, host.strip("[]")):
+        raise ValueError(
+            f"{value!r} carries a port: write the host alone ({host.strip('[]')}) and the port "
+            f"in launch.master_port ({port})"
+        )
+    raise ValueError(
+        f"{value!r} is not a host name or an IP address (labels of letters, digits, '-' and "
+        "'_' joined by '.', not starting with '-'): it is the rendezvous every rank connects to"
+    )
 
 
 def _node_slots(slots: dict[str, int]) -> dict[str, int]:
@@ -467,7 +497,13 @@ class LaunchSpec:
             "tasks)."
         ),
     )
-    master_addr: str | None = field(None, example="gpu01", description="Default: the first node.")
+    master_addr: str | None = field(
+        None,
+        check=_master_addr,
+        example="gpu01",
+        description="The rendezvous host every rank connects to: a host name, an IPv4 or "
+        "an IPv6 address, without the port (launch.master_port). Default: the first node.",
+    )
     master_port: int = field(29500, ge=1, le=65535, description="Rendezvous port.")
     restarts: int = field(
         0,

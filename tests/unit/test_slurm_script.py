@@ -582,3 +582,58 @@ def test_a_path_that_changes_sruns_filename_patterns_is_refused(
         )
     assert "filename pattern" in str(caught.value)
     assert caught.value.field == ("launch.logs" if logs else "--cluster-dir")
+
+
+OWNED_SPELLINGS = [
+    ("--tasks-per-node=4", "ntasks-per-node"),  # sbatch's alias
+    ("--tasks=4", "ntasks-per-node"),  # a start of the alias
+    ("--ntasks-per-n=4", "ntasks-per-node"),  # getopt's unique start
+    ("--outp=x.out", "output"),
+    ("--err=x.err", "error"),
+    ("--cpus-per-t=2", "cpus-per-task"),
+    ("--job=other", "job-name"),
+    ("--part=debug", "partition"),
+    ("--acc=x", "account"),
+    ("--no-req", "no-requeue"),
+    ("--wr=true", "wrap"),
+    ("--sig=USR1@60", "signal"),
+    ("--gpus-per-t=1", "gpus-per-task"),
+    ("--nod=2", "nodes"),  # ambiguous to sbatch too: refused either way
+]
+
+
+@pytest.mark.parametrize(("item", "owner"), OWNED_SPELLINGS)
+def test_an_option_builder_writes_is_refused_however_sbatch_spells_it(
+    item: str, owner: str
+) -> None:
+    """sbatch's getopt_long takes an alias and any unique start of a long option (sbatch
+    22.05.8: --tasks-per-node=2 and --ntasks-per-n=2 are accepted, --nod is ambiguous):
+    each is the option builder writes, and would win over it."""
+    with pytest.raises(SpecError, match=r"launch\.slurm\.extra\[0\]") as caught:
+        script(slurm=Slurm(extra=(item,)))
+    assert f"--{owner}" in str(caught.value) or "builder writes itself" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "--exclude=node3",
+        "--nodelist=node[1-2]",
+        "--mem-per-cpu=4G",
+        "--time-min=10",
+        "--gres-flags=enforce-binding",
+        "--ntasks-per-core=1",
+        "--cpus-per-gpu=8",
+        "--mail-type=END",
+        "--constraint=a100",
+    ],
+)
+def test_other_options_that_share_a_start_with_builders_pass(item: str) -> None:
+    assert f"#SBATCH {item}\n" in script(slurm=Slurm(extra=(item,), cpus_per_task=8))
+
+
+@pytest.mark.parametrize("item", ["--mem-per-cpu=4G", "--mem-per-gpu=40G", "--mem-per-c=4G"])
+def test_memory_asked_two_ways_is_refused(item: str) -> None:
+    """sbatch refuses --mem beside --mem-per-cpu or --mem-per-gpu (mutually exclusive)."""
+    with pytest.raises(SpecError, match="refuses the two together"):
+        script(slurm=Slurm(extra=(item,), mem="500G", cpus_per_task=8))

@@ -91,7 +91,8 @@ def torchrun_argv(
     if launch.restarts:
         argv += ["--max-restarts", str(launch.restarts)]
     if node_rank is None:
-        rendezvous = endpoint or f"{master_addr}:{launch.master_port}"
+        host = f"[{master_addr}]" if ":" in master_addr else master_addr  # IPv6: [addr]
+        rendezvous = endpoint or f"{host}:{launch.master_port}"
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous, "--rdzv-id", rdzv_id]
         if conf := rendezvous_conf(launch):
             argv += ["--rdzv-conf", ",".join(f"{key}={value}" for key, value in conf)]

@@ -305,6 +305,30 @@ OWNED = {
 }
 """The #SBATCH options builder writes itself, and the field that sets each: launch.slurm.extra
 may not say them again (sbatch takes the last, silently)."""
+ALIASES = {"tasks-per-node": "ntasks-per-node"}
+"""sbatch's long options that are another's other name (Slurm's src/common/slurm_opt.c;
+not in `sbatch --help`): sbatch 22.05.8 reads --tasks-per-node=2 as --ntasks-per-node."""
+MEMORY_PER = ("mem-per-cpu", "mem-per-gpu")
+"""sbatch's other ways of asking for memory: each refused beside --mem ("mutually
+exclusive")."""
+
+
+def sbatch_reads(option: str, names: Iterable[str]) -> list[str]:
+    """What sbatch's getopt_long reads option as among names: the one it names, else every
+    name it begins (getopt takes a unique start of an option: --ntasks-per-n is
+    --ntasks-per-node, --job is --job-name, --outp is --output; sbatch 22.05.8 measured)."""
+    names = list(names)
+    if option in names:
+        return [option]
+    return [name for name in names if name.startswith(option)]
+
+
+def _owner(option: str) -> str | None:
+    """The option builder writes that option is to sbatch (itself, an alias, or a start
+    of either), or None."""
+    spelled = {**{name: name for name in OWNED}, **ALIASES}
+    read = sbatch_reads(option, spelled)
+    return spelled[read[0]] if read else None
 
 
 def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
@@ -349,7 +373,11 @@ def _options(resolved: Resolved, nnodes: int, tasks: int) -> list[str]:
         lines.append(sbatch_option("open-mode", "append", "launch.slurm.requeue", source))
     lines.append(sbatch_option("output", "%x-%j.out", "builder"))
     for index, item in enumerate(slurm.extra):
-        lines.append(_extra_option(item, f"launch.slurm.extra[{index}]", source))
+        lines.append(
+            _extra_option(
+                item, f"launch.slurm.extra[{index}]", source, memory=slurm.mem is not None
+            )
+        )
     problems += _layout_problems(resolved, tasks)
     if problems:
         raise SpecError(source or "builder", problems)
@@ -388,9 +416,11 @@ def _cpus(resolved: Resolved, tasks: int) -> tuple[int | None, list[Problem]]:
     return slurm.cpus_per_node // tasks, []
 
 
-def _extra_option(item: str, field: str, source: str) -> str:
+def _extra_option(item: str, field: str, source: str, *, memory: bool = False) -> str:
     """One option of launch.slurm.extra (--name or --name=value, as sbatch reads it), unless
-    builder sets it itself (then its field is named)."""
+    builder sets it itself (then its field is named), however sbatch spells it (an alias,
+    a unique start); memory: launch.slurm.mem is set, which sbatch's other memory
+    options contradict."""
     if not item.startswith("--"):
         message = (
             f"{item!r}: write the option in sbatch's long form, --name or --name=value "
@@ -398,10 +428,18 @@ def _extra_option(item: str, field: str, source: str) -> str:
         )
         raise SpecError(source or "builder", [Problem(field, message)])
     option, sep, value = item.removeprefix("--").partition("=")
-    if option in OWNED:
+    owner = _owner(option)
+    if owner is not None:
+        spelled = "" if owner == option else f" (sbatch reads --{option} as --{owner})"
         message = (
-            f"--{option} is one builder writes itself (from {OWNED[option]}): set it there; "
-            "a second one would silently win or lose"
+            f"--{option}{spelled} is one builder writes itself (from {OWNED[owner]}): set it "
+            "there; a second one would silently win or lose"
+        )
+        raise SpecError(source or "builder", [Problem(field, message)])
+    if memory and sbatch_reads(option, MEMORY_PER):
+        message = (
+            f"--{option} asks for memory another way than launch.slurm.mem "
+            "(#SBATCH --mem), and sbatch refuses the two together: keep one"
         )
         raise SpecError(source or "builder", [Problem(field, message)])
     return sbatch_option(option, value if sep else None, field, source)
