@@ -15,6 +15,7 @@ everywhere. A detached container is stopped with ``docker stop``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from builder.errors import UsageError, shown
@@ -59,6 +60,13 @@ for pid in $found; do
 done
 echo "stop: the launcher has ended" >&2
 """
+
+
+def normal_path(path: str) -> str:
+    """path as every check and every runtime sees it: one '/' between parts and none at
+    the end (//tmp/ckpt is /tmp/ckpt, which the node-local check must see)."""
+    collapsed = re.sub("/{2,}", "/", path)
+    return collapsed.rstrip("/") or collapsed[:1]
 
 
 def bind_problem(path: str) -> str | None:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from builder import platforms
 from builder.cluster.nodelist import count_nodelist, expand_nodelist
-from builder.contract import CLUSTER_DIR, TORCH_DIR, VENV
+from builder.contract import TORCH_DIR, VENV
 from builder.fabrics import FABRICS
 from builder.launch import launchers
+from builder.launch.actions import normal_path
 from builder.launch.runtimes import runtime
 from builder.model import did_you_mean
 from builder.platforms.base import OSES, TORCH_MIN_PYTHON, minor_of, version_key
@@ -48,8 +49,14 @@ def check_spec(spec: Spec) -> Problems:
 
 SSH_PORT = 22
 """The host's own sshd."""
-IMAGE_PATHS = (VENV, TORCH_DIR, CLUSTER_DIR, "/etc/ssh", "/usr", "/bin", "/lib", "/sbin")
-"""What a bind may not cover: the image's own software and builder's mount points."""
+IMAGE_PATHS = (VENV, TORCH_DIR, "/etc/builder", "/etc/ssh", "/usr", "/bin", "/lib", "/sbin")
+"""What a bind may neither cover nor go inside: the image's own software (a bind inside
+/opt/venv/lib or /usr/local/bin hides what the image installed there) and builder's
+mount points (the cluster folder, the probe's)."""
+RUNTIME_PATHS = ("/dev/shm", "/proc", "/sys")
+"""What every runtime mounts in a container itself: the shared memory the ranks talk
+through (a Kubernetes pod's memory volume at /dev/shm, docker's --ipc host), and the
+kernel's own folders."""
 
 
 def run_problems(spec: Spec) -> Problems:
@@ -119,14 +126,16 @@ def run_problems(spec: Spec) -> Problems:
     targets += [(f"launch.mounts[{i}].target", m.target) for i, m in enumerate(launch.mounts)]
     seen: dict[str, str] = {}
     for where, target in targets:
-        path = target.rstrip("/") or "/"
-        covered = [p for p in IMAGE_PATHS if p == path or p.startswith(path.rstrip("/") + "/")]
+        path = normal_path(target)
+        covered = [p for p in (*IMAGE_PATHS, *RUNTIME_PATHS) if _overlaps(path, p)]
         if covered:
+            how = "over" if covered[0].startswith(path.rstrip("/") + "/") else "inside"
             problems.append(
                 (
                     where,
-                    f"{target} would be mounted over {covered[0]}, which the image (or builder) "
-                    "needs there: choose a path of its own, e.g. under /data or /shared",
+                    f"{target} would be mounted {how} {covered[0]}, which the image, builder or "
+                    "the runtime needs as it is: choose a path of its own, e.g. under /data "
+                    "or /shared",
                 )
             )
         elif path in seen:
@@ -139,6 +148,16 @@ def run_problems(spec: Spec) -> Problems:
             )
         seen.setdefault(path, where)
     return problems
+
+
+def _overlaps(path: str, protected: str) -> bool:
+    """A bind at path would cover protected (path is it, or a folder above it) or go
+    inside it."""
+    return (
+        path == protected
+        or protected.startswith(path.rstrip("/") + "/")
+        or path.startswith(protected + "/")
+    )
 
 
 def fabric_problems(image: ImageSpec) -> Problems:

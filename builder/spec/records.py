@@ -28,7 +28,7 @@ from builder.fabrics import NAMES as FABRICS
 from builder.image.reference import TAG_PATTERN, name_problem
 from builder.image.reference import problem as reference_problem
 from builder.launch import launchers, runtimes
-from builder.launch.actions import bind_problem
+from builder.launch.actions import bind_problem, normal_path
 from builder.launch.launchers.deepspeed import PDSH_PATH_CHARS
 from builder.launch.secrets import is_secret_name
 from builder.launch.squashfs import squashfs_problem
@@ -122,11 +122,12 @@ def _node_slots(slots: dict[str, int]) -> dict[str, int]:
 
 
 def _bind_path(path: str) -> str:
-    # One side of a bind (``bind_problem``: what docker and apptainer would misread).
+    # One side of a bind (``bind_problem``: what docker and apptainer would misread),
+    # normalised before anything else reads it.
     why = bind_problem(path)
     if why:
         raise ValueError(f"{shown(path)}: {why}")
-    return path
+    return normal_path(path)
 
 
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev", "/run", "/proc", "/sys")
@@ -136,7 +137,7 @@ node only, and gone with a restarted container (a memory-backed /tmp, /dev/shm).
 
 def _shared_path(path: str) -> str:
     # A folder every node must see: a bind path, and not under a node's own folders.
-    _bind_path(path)
+    path = _bind_path(path)
     local = next((top for top in NODE_LOCAL if path == top or path.startswith(f"{top}/")), None)
     if local:
         raise ValueError(
@@ -152,7 +153,7 @@ def _squashfs_path(path: str) -> str:
     why = squashfs_problem(path)
     if why:
         raise ValueError(f"{shown(path)}: {why}")
-    return path
+    return normal_path(path)
 
 
 def _image_env(env: dict[str, str]) -> dict[str, str]:
@@ -169,7 +170,7 @@ def _image_env(env: dict[str, str]) -> dict[str, str]:
 
 def _sif_path(path: str) -> str:
     # The SIF on shared storage: one file every node reads (Apptainer's runtimes only).
-    _bind_path(path)
+    path = _bind_path(path)
     if not path.endswith(".sif") or path.endswith("/.sif"):
         raise ValueError(f"{path!r}: name the SIF file itself (a path ending in NAME.sif)")
     return path
