@@ -104,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "sif_build_argv": "builder.launch.sif",
     "sif_notes": "builder.launch.sif",
     "parse_reference": "builder.image.reference:parse",
+    "checked_reference": "builder.image.reference:checked",
     "Reference": "builder.image.reference",
     "InvalidReference": "builder.image.reference",
     "APPTAINER_PROGRAMS": "builder.launch.sif",

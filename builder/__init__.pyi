@@ -64,6 +64,7 @@ from builder.image.recipe import image_recipe as image_recipe
 from builder.image.recipe import spec_hash as spec_hash
 from builder.image.reference import InvalidReference as InvalidReference
 from builder.image.reference import Reference as Reference
+from builder.image.reference import checked as checked_reference
 from builder.image.reference import parse as parse_reference
 from builder.image.registry import Pushed as Pushed
 from builder.image.render import render_apptainer as render_apptainer
@@ -184,6 +185,7 @@ __all__ = [
     "check_images",
     "check_input",
     "check_locked_base",
+    "checked_reference",
     "choose_hosts",
     "connect",
     "deepspeed_env_text",

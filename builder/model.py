@@ -670,7 +670,7 @@ def _type_schema(  # noqa: PLR0911 - one branch per kind of type
             schema["minItems"] = rule.min_length
         return schema
     if origin is dict:
-        names = {"pattern": rule.keys_pattern} if rule.keys_pattern else {}
+        names = {"pattern": anchored(rule.keys_pattern)} if rule.keys_pattern else {}
         values = _scalar_schema(args[1], Rule())
         return {"type": "object", "additionalProperties": values} | (
             {"propertyNames": names} if names else {}
@@ -678,10 +678,16 @@ def _type_schema(  # noqa: PLR0911 - one branch per kind of type
     return _scalar_schema(tp, rule)
 
 
+def anchored(pattern: str) -> str:
+    """pattern as a JSON Schema (ECMA-262) reads it the way parse does: a schema pattern
+    matches anywhere in the value, parse's re.fullmatch the whole value."""
+    return f"^(?:{pattern})$"
+
+
 def _extra_schema(extra: Extra) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "minLength": 1}
     if extra.pattern:
-        schema["pattern"] = extra.pattern
+        schema["pattern"] = anchored(extra.pattern)
     schema["description"] = extra.description
     if extra.default is not None:
         schema["default"] = extra.default
@@ -693,7 +699,7 @@ def _scalar_schema(tp: Any, rule: Rule) -> dict[str, Any]:
     if rule.choices is not None:
         schema["enum"] = list(rule.choices())
     if rule.pattern:
-        schema["pattern"] = rule.pattern
+        schema["pattern"] = anchored(rule.pattern)
     if rule.min_length is not None and tp is str:
         schema["minLength"] = rule.min_length
     if rule.ge is not None:

@@ -17,12 +17,12 @@ from builder import (
     OutputFile,
     Stack,
     check_input,
+    checked_reference,
     image_for,
     launcher_names,
     load_inputs,
     load_stack,
     parse_assignments,
-    parse_reference,
     parse_spec,
     pin_path,
     preset_names,
@@ -440,7 +440,7 @@ def key_values(items: list[str], option: str) -> dict[str, str]:
 def image_option(value: str | None, option: str = "--image") -> str | None:
     """An image reference given on the command line, checked before any engine is asked."""
     if value is not None:
-        parse_reference(value, field=option)
+        checked_reference(value, field=option)
     return value
 
 

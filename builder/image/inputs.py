@@ -22,7 +22,7 @@ from builder import architectures
 from builder.architectures import foreign_wheel
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.files import MIB, check_input, named, read_input
-from builder.image.reference import parse as parse_reference
+from builder.image.reference import checked as checked_reference
 from builder.image.reference import problem as reference_problem
 from builder.spec.check import check_spec
 
@@ -101,7 +101,7 @@ def load_inputs(
     for url in pip_extra_index_urls:
         check_index_url(url, "--pip-extra-index-url")
     if base_image is not None:
-        parse_reference(base_image, field="--base-image")
+        checked_reference(base_image, field="--base-image")
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
     bases = tuple(_platform_base(entry) for entry in platform_bases)

@@ -147,11 +147,35 @@ def parse(text: str, *, field: str | None = None) -> Reference:
     raise InvalidReference(text, reference, _problem(text, reference), field=field)
 
 
+def checked(text: str, *, field: str | None = None) -> Reference:
+    """text read as docker reads it (``parse``), and a reference builder can use: its
+    registry's port a TCP port (docker's grammar takes any digits there)."""
+    reference = parse(text, field=field)
+    port = _port_problem(reference)
+    if port is not None:
+        where = f"{field} " if field else ""
+        raise UsageError(f"{where}{shown(text)}: {port}", field=field, value=text)
+    return reference
+
+
 def problem(text: str) -> str | None:
     """What docker refuses in text as an image reference, in words; None if it takes it
     (for checks that collect problems rather than raise)."""
     reference = _parse(text)
-    return None if isinstance(reference, Reference) else _problem(text, reference)
+    if isinstance(reference, Reference):
+        return _port_problem(reference)
+    return _problem(text, reference)
+
+
+def _port_problem(reference: Reference) -> str | None:
+    """docker's grammar takes any digits after the registry's ':'; a TCP port is 1 to
+    65535, so a registry at another is one no push or pull ever reaches."""
+    host, _, port = reference.domain.rpartition(":")
+    if host and not host.endswith("]") and ":" in host:
+        return None  # an IPv6 address without brackets has no port of its own
+    if port.isdigit() and host and not 1 <= int(port) <= 65535:
+        return f"the registry's port {port} is not a TCP port (1 to 65535)"
+    return None
 
 
 def name_problem(text: str) -> str | None:
@@ -162,7 +186,7 @@ def name_problem(text: str) -> str | None:
         return _problem(text, reference)
     if reference.tag is not None or reference.digest is not None:
         return "a repository name carries no tag (':') or digest ('@'); give those apart"
-    return None
+    return _port_problem(reference)
 
 
 # --- docker's reading ----------------------------------------------------------------

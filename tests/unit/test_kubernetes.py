@@ -591,3 +591,51 @@ def test_a_launcher_only_slurm_runs_exits_1_naming_it(tmp_path: Path) -> None:
         assert result.exit_code == 1, result.output
         assert "launch.launcher" in result.output
         assert not out.exists()
+
+
+# --- what the API server refuses is refused here -----------------------------------------
+
+API_BASE = (
+    "name: %s\nimage: {accelerator: cpu, torch: '2.13.0', deepspeed: '0.18.0'}\n"
+    "launch: {launcher: %s, nodes: %s, kubernetes: %s}\n"
+)
+
+
+@pytest.mark.parametrize("name", ["7b-train", "'9x'"])
+def test_a_name_a_service_cannot_take_is_refused_with_one_it_can(name: str) -> None:
+    spec = _spec(API_BASE % (name, "torchrun", "[a, b]", "{}"))
+    with pytest.raises(SpecError) as caught:
+        kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+    problem = caught.value.problems[0]
+    assert problem.path == "name"
+    assert "DNS-1035" in problem.message
+    assert f"'run-{name.strip(chr(39))}'" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ("{tolerations: [{operator: Exists, value: x, key: k}]}", "leave value out"),
+        ("{tolerations: [{operator: Equal, value: x}]}", "needs a key"),
+        ("{tolerations: [{value: x}]}", "needs a key"),
+        ("{claim_size: '0'}", "claim_size"),
+        ("{claim_size: 0Gi}", "claim_size"),
+        ("{shm_size: '0'}", "shm_size"),
+    ],
+)
+def test_options_the_api_server_refuses_are_spec_errors(options: str, said: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        _spec(API_BASE % ("t", "torchrun", "[a, b]", options))
+    assert said in str(caught.value)
+
+
+def test_deepspeed_on_one_node_is_refused_not_written_as_two() -> None:
+    spec = _spec(API_BASE % ("t", "deepspeed", "[a]", "{}"))
+    with pytest.raises(SpecError, match="one node would still be written as two"):
+        kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+
+
+def test_a_config_map_over_the_api_servers_limit_is_refused() -> None:
+    spec = _spec(API_BASE % ("large-training-run", "deepspeed", "['n[00001-20000]']", "{}"))
+    with pytest.raises(SpecError, match="above the 1,048,576 the API server takes"):
+        kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)

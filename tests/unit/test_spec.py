@@ -10,9 +10,9 @@ import pytest
 from builder.errors import Problem, SpecError, UsageError
 from builder.model import field_names
 from builder.platforms.cuda import torch_cuda_index
-from builder.spec import Spec
+from builder.spec import Spec, spec_json_schema
 from builder.spec.loader import load_preset, load_spec, load_stack, parse_spec
-from builder.spec.presets import preset_names
+from builder.spec.presets import preset_names, preset_text
 from tests.conftest import MINIMAL
 
 if TYPE_CHECKING:
@@ -283,3 +283,25 @@ def test_a_very_long_version_is_refused_quickly() -> None:
     found = problems(MINIMAL.replace('torch: "2.13.0"', f'torch: "{value}"'))
     assert time.perf_counter() - start < 5
     assert [p.path for p in found] == ["image.torch"]
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("kubernetes", "claim_size", "100Gi of disk"),
+        ("kubernetes", "shm_size", "x64Gi"),
+        ("slurm", "mem", "500G please"),
+        ("slurm", "gpu_bind", "closest; rm"),
+    ],
+)
+def test_the_schema_refuses_what_parse_refuses(section: str, key: str, value: str) -> None:
+    """An editor's JSON Schema check matches a pattern anywhere in the value; builder's
+    parse the whole value: the schema's patterns are anchored, so both refuse."""
+    import jsonschema
+    import yaml
+
+    data = yaml.safe_load(preset_text("cpu-deepspeed"))
+    data["launch"][section] = {key: value}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, spec_json_schema())
+    assert problems(yaml.safe_dump(data))

@@ -70,7 +70,7 @@ from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.runtimes import docker
 from builder.launch.secrets import SECRET_MODE, secret_env
 from builder.output import OutputFile
-from builder.schedulers.kubernetes.section import DNS_LABEL, KUBERNETES_JOBS, Kubernetes
+from builder.schedulers.kubernetes.section import DNS_1035, KUBERNETES_JOBS, Kubernetes
 
 if TYPE_CHECKING:
     from builder.resolved import Resolved
@@ -184,18 +184,37 @@ def job_kind(resolved: Resolved, job: str | None = None) -> str:
             )
         )
     name = resolved.spec.name
-    if not re.fullmatch(DNS_LABEL, name) or len(name) + len(_LONGEST_POD) > 63:
+    if not re.fullmatch(DNS_1035, name) or len(name) + len(_LONGEST_POD) > 63:
         problems.append(
             Problem(
                 "name",
-                f"{name!r}: the job and its pods are named after it, and a pod's hostname "
-                f"(NAME{_LONGEST_POD}) must be a DNS-1123 label: a-z, 0-9 and '-', at most "
-                f"{63 - len(_LONGEST_POD)} characters",
+                f"{name!r}: the job, its Service and its pods are named after it: a Service "
+                "name is a DNS-1035 label (a-z first, then a-z, 0-9 and '-', not '-' last) and "
+                f"a pod's hostname (NAME{_LONGEST_POD}) at most 63 characters: give a name "
+                f"such as {_dns_1035(name)!r}",
             )
         )
+    if launcher.over_ssh and kind == TRAINJOB:
+        nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
+        if nnodes < 2:
+            problems.append(
+                Problem(
+                    "launch.nodes",
+                    f"one node: the Trainer's MPI runtime runs {launcher.name}'s launcher as "
+                    "the first node and the others beside it, so one node would still be "
+                    "written as two; give two or more nodes, or launcher: torchrun",
+                )
+            )
     if problems:
         raise SpecError(resolved.stack.source, problems)
     return kind
+
+
+def _dns_1035(name: str) -> str:
+    """name as a DNS-1035 label, for the message's suggestion."""
+    label = re.sub("[^a-z0-9-]+", "-", name.lower()).strip("-")
+    label = label if label[:1].isalpha() else f"run-{label}"
+    return label[: 63 - len(_LONGEST_POD)].rstrip("-") or "run"
 
 
 def pod_hosts(resolved: Resolved, job: str | None = None) -> list[str]:
@@ -209,7 +228,7 @@ def pod_hosts(resolved: Resolved, job: str | None = None) -> list[str]:
         return [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nnodes - 1))]
     if resolved.launcher.over_ssh:  # runLauncherAsNode: the launcher's pod is the first node
         hosts = [f"{name}-{LAUNCHER}-0-0.{name}"]
-        return hosts + [f"{name}-{NODE}-0-{i}.{name}" for i in range(max(nnodes - 1, 1))]
+        return hosts + [f"{name}-{NODE}-0-{i}.{name}" for i in range(nnodes - 1)]
     return [f"{name}-{NODE}-0-{i}.{name}" for i in range(nnodes)]
 
 
@@ -263,7 +282,35 @@ def kubernetes_manifests(
             objects.append(_torch_runtime(resolved, pod, nnodes))
         objects.append(_trainjob(resolved, pod, list(command.argv), nnodes, "torch"))
     _refuse_secret_values(resolved, objects)
+    _refuse_big_config_maps(resolved, objects)
     return objects
+
+
+MAX_CONFIG_MAP = 1 << 20
+"""The API server's limit on a ConfigMap's data, keys and values together (1 MiB,
+k8s.io/api core/v1 validation: MaxSecretSize, applied to ConfigMaps too)."""
+
+
+def _refuse_big_config_maps(resolved: Resolved, objects: list[Manifest]) -> None:
+    """A ConfigMap the API server would refuse for its size (a hostfile of thousands of
+    nodes) is refused here, naming what made it so."""
+    for obj in objects:
+        if obj["kind"] != "ConfigMap":
+            continue
+        data = obj.get("data") or {}
+        size = sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+        if size > MAX_CONFIG_MAP:
+            raise SpecError(
+                resolved.stack.source,
+                [
+                    Problem(
+                        "launch.nodes",
+                        f"the ConfigMap {obj['metadata']['name']} (the pods' hostfile and "
+                        f"files) would hold {size:,} bytes, above the {MAX_CONFIG_MAP:,} the "
+                        "API server takes: run fewer nodes per job",
+                    )
+                ],
+            )
 
 
 def kubernetes_secrets(

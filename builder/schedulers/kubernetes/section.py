@@ -18,8 +18,12 @@ QUALIFIED_NAME = rf"({DNS_SUBDOMAIN}/)?{_QUALIFIED_PART}"
 """A qualified name ([prefix/]name): a label key, a resource name (nvidia.com/gpu)."""
 LABEL_VALUE = rf"({_QUALIFIED_PART})?"
 """A label value: at most 63 letters, digits, '-', '_', '.', alphanumeric at both ends."""
-QUANTITY = r"(0|[1-9][0-9]{0,17})(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?"
-"""A Kubernetes quantity as builder writes sizes: a whole number and a suffix (64Gi)."""
+DNS_1035 = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+"""A DNS-1035 label: a Service's name (a-z first), which JobSet and the Training Operator
+name after the job."""
+QUANTITY = r"[1-9][0-9]{0,17}(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?"
+"""A Kubernetes quantity as builder writes sizes: a whole number above 0 and a suffix
+(64Gi): a claim of 0 is refused by the API server, a memory volume of 0 holds nothing."""
 KUBERNETES_JOBS = ("trainjob", "pytorchjob")
 
 
@@ -109,6 +113,23 @@ class Toleration:
     )
 
 
+def _tolerations(items: tuple[Toleration, ...]) -> tuple[Toleration, ...]:
+    """The API server's rules for a toleration (ValidateTolerations): an empty key needs
+    operator Exists (it matches every taint), and Exists takes no value."""
+    for index, item in enumerate(items):
+        if item.key is None and item.operator != "Exists":
+            raise ValueError(
+                f"[{index}]: operator {item.operator} needs a key (the taint's); without one, "
+                "write operator: Exists, which tolerates every taint"
+            )
+        if item.operator == "Exists" and item.value is not None:
+            raise ValueError(
+                f"[{index}]: operator Exists matches the key whatever its value: leave value "
+                "out, or write operator: Equal"
+            )
+    return items
+
+
 @dataclass(frozen=True)
 class Kubernetes:
     """Options of `builder kubernetes` (Kubeflow Trainer TrainJob or PyTorchJob manifests)."""
@@ -152,6 +173,7 @@ class Kubernetes:
     )
     tolerations: tuple[Toleration, ...] = field(
         (),
+        check=_tolerations,
         example="[{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]",
         description="Taints the run's pods tolerate.",
     )
