@@ -831,7 +831,7 @@ def _trainjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int, polic
     }
     job: Manifest = {"runtimeRef": runtime_ref, "trainer": trainer}
     if k8s.runtime:
-        job["runtimePatches"] = [_runtime_patch(pod, policy)]
+        job |= _runtime_patch(resolved, pod, policy)
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
@@ -840,37 +840,66 @@ def _trainjob(resolved: Resolved, pod: _Pod, argv: list[str], nnodes: int, polic
     }
 
 
-def _runtime_patch(pod: _Pod, policy: str) -> Manifest:
-    """What a named ClusterTrainingRuntime gets from the run: its pods' volumes, node
-    selector, tolerations and pull secrets, its node container's mounts and capabilities."""
+def _runtime_patch(resolved: Resolved, pod: _Pod, policy: str) -> Manifest:
+    """What a named ClusterTrainingRuntime gets from the run, in the TrainJob field of the
+    cluster's Trainer release (launch.kubernetes.trainer): its pods' volumes, node
+    selector, tolerations and pull secrets, their annotations (a Multus network), its node
+    container's mounts and capabilities. Each release's types
+    (pkg/apis/trainer/v1alpha1/trainjob_types.go at the tag): v2.2.0's runtimePatches
+    take a whole pod template; v2.1.0's podTemplateOverrides a pod's metadata and spec,
+    but a container's env and volumeMounts only; v2.0.0's podSpecOverrides neither
+    metadata nor pull secrets either. What a release cannot carry is refused: a pod
+    without it would start and then fail (no device, no image)."""
     cluster = policy == "mpi"
     full = pod.pod_spec([], cluster=cluster, restart="Never")
-    patch: Manifest = {
-        key: full[key]
-        for key in ("nodeSelector", "tolerations", "imagePullSecrets", "volumes")
-        if key in full
-    }
+    keys = ("nodeSelector", "tolerations", "imagePullSecrets", "volumes")
+    patch: Manifest = {key: full[key] for key in keys if key in full}
     container: Manifest = {"name": NODE}
-    if security := pod.security_context():
+    security = pod.security_context()
+    if security:
         container["securityContext"] = security
     container["volumeMounts"] = pod.mounts(cluster)
     patch["containers"] = [container]
     jobs = [NODE, LAUNCHER] if cluster else [NODE]
-    template: Manifest = {"spec": patch}
-    if metadata := pod.pod_metadata():  # Trainer's patch takes the pods' annotations
-        template = {"metadata": metadata, **template}
-    return {
-        "manager": "builder",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {"name": job, "template": {"spec": {"template": template}}} for job in jobs
-                    ]
-                }
-            }
-        },
+    metadata = pod.pod_metadata()  # the pods' annotations (a Multus network)
+    release = pod.k8s.trainer
+    if release == "2.2":
+        template: Manifest = {"spec": patch}
+        if metadata:
+            template = {"metadata": metadata, **template}
+        replicated = [{"name": job, "template": {"spec": {"template": template}}} for job in jobs]
+        spec = {"template": {"spec": {"replicatedJobs": replicated}}}
+        return {"runtimePatches": [{"manager": "builder", "trainingRuntimeSpec": spec}]}
+    lacking = {
+        "a container's securityContext (the capabilities for RDMA or the device)": security,
+        "the pods' annotations (launch.kubernetes.network)": release == "2.0" and metadata,
+        "imagePullSecrets (launch.kubernetes.image_pull_secrets)": (
+            release == "2.0" and "imagePullSecrets" in patch
+        ),
     }
+    missing = [what for what, needed in lacking.items() if needed]
+    if missing:
+        raise SpecError(
+            resolved.stack.source,
+            [
+                Problem(
+                    "launch.kubernetes.trainer",
+                    f"Trainer {release}'s TrainJob cannot give the named runtime "
+                    f"{' or '.join(missing)}: have the ClusterTrainingRuntime "
+                    f"{pod.k8s.runtime} set it, run Trainer 2.2 or later (trainer: '2.2'), "
+                    "or leave launch.kubernetes.runtime out (builder then writes the runtime)",
+                )
+            ],
+        )
+    container.pop("securityContext", None)
+    targets = [{"name": job} for job in jobs]
+    if release == "2.1":
+        override: Manifest = {"targetJobs": targets}
+        if metadata:
+            override["metadata"] = metadata
+        override["spec"] = patch
+        return {"podTemplateOverrides": [override]}
+    return {"podSpecOverrides": [{"targetJobs": targets, **patch}]}
 
 
 def _secret_refs(resolved: Resolved) -> list[Manifest]:

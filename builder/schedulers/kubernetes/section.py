@@ -25,6 +25,10 @@ QUANTITY = r"[1-9][0-9]{0,17}(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?"
 """A Kubernetes quantity as builder writes sizes: a whole number above 0 and a suffix
 (64Gi): a claim of 0 is refused by the API server, a memory volume of 0 holds nothing."""
 KUBERNETES_JOBS = ("trainjob", "pytorchjob")
+TRAINER_RELEASES = ("2.0", "2.1", "2.2")
+"""Kubeflow Trainer releases whose TrainJob patches a named runtime differently
+(pkg/apis/trainer/v1alpha1/trainjob_types.go at v2.0.0: podSpecOverrides; v2.1.0:
+podTemplateOverrides; v2.2.0 and later: runtimePatches)."""
 
 
 def _kubernetes_name(pattern: str, what: str) -> Check:
@@ -150,7 +154,18 @@ class Kubernetes:
         description=(
             "An existing ClusterTrainingRuntime the TrainJob names instead of the namespaced "
             "TrainingRuntime builder writes (trainjob only); the run's volumes, node "
-            "selector and tolerations then go in the TrainJob's runtimePatches."
+            "selector and tolerations then go in the TrainJob's patch of it, as "
+            "launch.kubernetes.trainer's release takes one."
+        ),
+    )
+    trainer: str = field(
+        "2.2",
+        choices=lambda: TRAINER_RELEASES,
+        description=(
+            "The Kubeflow Trainer release the cluster runs: 2.2 (2.2 or later: the "
+            "TrainJob's runtimePatches), 2.1 (podTemplateOverrides) or 2.0 "
+            "(podSpecOverrides). Only a TrainJob that names launch.kubernetes.runtime "
+            "differs; what an older release's patch cannot carry is refused."
         ),
     )
     namespace: str | None = field(
