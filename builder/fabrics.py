@@ -114,6 +114,11 @@ class Fabric:
     kubernetes_resource: str | None = None
     """The device plugin's resource a pod asks for to reach it (launch.kubernetes.rdma_resource
     overrides: the RDMA shared device plugin's names are each site's own)."""
+    devices_vary: bool = False
+    """A node's count of its devices differs by machine (EFA: 4 on p4d.24xlarge, 8 on
+    trn1.32xlarge, 32 on p5.48xlarge, AWS's instance type tables), so a pod's request
+    for them is the spec's to say (launch.kubernetes.fabric_devices); else one (the RDMA
+    shared device plugin's resource is shared by every pod of the node)."""
     host_interfaces: bool = False
     """A pod reaches it only through the host's interfaces or a secondary network: the
     RDMA shared device plugin gives a pod the HCA, not the IPoIB or RoCE netdev whose
@@ -169,6 +174,7 @@ FABRICS: dict[str, Fabric] = {
             needs_memlock=True,
             # aws/eks-charts stable/aws-efa-k8s-device-plugin (chart v0.5.x) templates/NOTES.txt
             kubernetes_resource="vpc.amazonaws.com/efa",
+            devices_vary=True,
         ),
     )
 }

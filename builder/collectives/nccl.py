@@ -34,6 +34,8 @@ EFA = "efa"
 EFA_INSTALLER = "1.51.0"
 EFA_URL = f"https://efa-installer.amazonaws.com/aws-efa-installer-{EFA_INSTALLER}.tar.gz"
 EFA_LIBFABRIC = "/opt/amazon/efa"
+EFA_NET = "AWS Libfabric"
+"""NCCL_NET on EFA: the aws-ofi-nccl plugin's name in every release (see Nccl.over)."""
 PLUGIN_LINK = "/opt/builder/ofi-nccl"
 """Where a base's own plugin is linked under the name NCCL_NET_PLUGIN=ofi opens."""
 FIND_PLUGIN = (
@@ -109,10 +111,14 @@ class Nccl(Collective):
     def over(self, fabric: Fabric) -> FabricUse:
         if fabric.name != EFA:
             return super().over(fabric)
-        # the installer brings its own rdma-core: the distribution's would clash. The
-        # plugin's NCCL name since aws-ofi-nccl 1.12 (src/nccl_ofi_interface_nvidia.cpp):
-        # NCCL fails at init rather than fall back to its own transports.
-        env = {"NCCL_NET": "Libfabric", "NCCL_NET_PLUGIN": "ofi"}
+        # the installer brings its own rdma-core: the distribution's would clash. NCCL_NET
+        # makes NCCL fail at init rather than fall back to its own transports; the name
+        # every aws-ofi-nccl release answers to is "AWS Libfabric": its own up to
+        # v1.12.1-aws, and from v1.13.0-aws (named "Libfabric") still taken, the plugin
+        # renaming itself when NCCL_NET says so (nvidia_plugin_name_fixup in
+        # src/nccl_ofi_interface_nvidia.c(pp), v1.13.0-aws to v1.21.1). "Libfabric" alone
+        # would fail on a base that carries a plugin before v1.13.
+        env = {"NCCL_NET": EFA_NET, "NCCL_NET_PLUGIN": "ofi"}
         return FabricUse(
             packages=("curl",),
             userspace=(EFA_STACK,),

@@ -99,7 +99,7 @@ def test_efa_on_cuda_installs_aws_pieces_and_no_distribution_verbs() -> None:
     assert "efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in text
     assert "aws-efa-installer-1.51.0.tar.gz" in text
     assert "libnccl-net-ofi.so" in text  # the build fails when the plugin is not there
-    assert resolve(spec).run_environment()["NCCL_NET"] == "Libfabric"
+    assert resolve(spec).run_environment()["NCCL_NET"] == "AWS Libfabric"
     assert resolve(spec).run_environment()["NCCL_NET_PLUGIN"] == "ofi"
     assert "--device /dev/infiniband --cap-add IPC_LOCK" in " ".join(start_argv(spec))
 

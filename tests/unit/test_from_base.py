@@ -203,7 +203,7 @@ def test_efa_on_a_framework_base_keeps_its_libfabric_and_plugin(tmp_path: Path) 
     assert "the base has libfabric.so.1 libibverbs.so.1 but not aws-ofi-nccl" in half.stderr
     assert "efa" not in apt_log(tmp_path)
     env = resolve(built).run_environment()
-    assert env["NCCL_NET"] == "Libfabric"
+    assert env["NCCL_NET"] == "AWS Libfabric"
     assert env["NCCL_NET_PLUGIN"] == "ofi"
     # the platform's own base: AWS's installer as before, in the fabric's step
     recipe = image_recipe(resolve(stack(fabric="efa")))

@@ -639,3 +639,17 @@ def test_a_config_map_over_the_api_servers_limit_is_refused() -> None:
     spec = _spec(API_BASE % ("large-training-run", "deepspeed", "['n[00001-20000]']", "{}"))
     with pytest.raises(SpecError, match="above the 1,048,576 the API server takes"):
         kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+
+
+def test_efa_asks_for_the_count_the_spec_gives() -> None:
+    """A p5 node has 32 EFA devices, a p4d 4: one would carry a fraction of the traffic."""
+    spec = load_preset("cuda-torchrun").spec
+    image = dataclasses.replace(spec.image, fabric="efa")
+    spec = dataclasses.replace(spec, image=image)
+    with pytest.raises(SpecError, match=r"p5\.48xlarge 32"):
+        kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+    section = dataclasses.replace(spec.launch.section(Kubernetes), fabric_devices=32)
+    spec = dataclasses.replace(spec, launch=spec.launch.with_section(section))
+    objects = kubernetes_manifests(resolve(spec, scheduler_name="kubernetes"), image=IMAGE)
+    job = next(o for o in objects if o["kind"] == "TrainJob")
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"]["vpc.amazonaws.com/efa"] == "32"

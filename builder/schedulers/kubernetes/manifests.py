@@ -194,6 +194,17 @@ def job_kind(resolved: Resolved, job: str | None = None) -> str:
                 f"such as {_dns_1035(name)!r}",
             )
         )
+    fabric = resolved.fabric
+    if fabric.devices_vary and launch.section(Kubernetes).fabric_devices is None:
+        problems.append(
+            Problem(
+                "launch.kubernetes.fabric_devices",
+                f"each pod asks for its node's {fabric.name} devices "
+                f"({fabric.kubernetes_resource}), whose count differs by machine (EFA: "
+                "p4d.24xlarge 4, trn1.32xlarge 8, p5.48xlarge 32): set it to your nodes' "
+                "count; one device would carry a fraction of the traffic",
+            )
+        )
     if launcher.over_ssh and kind == TRAINJOB:
         nnodes = len(hosts_from_nodes(launch.nodes, launch.slots))
         if nnodes < 2:
@@ -564,7 +575,7 @@ class _Pod:
         fabric = self.resolved.fabric
         if fabric.kubernetes_resource:
             rdma = self.k8s.rdma_resource if fabric.net == "IB" else None
-            limits[rdma or fabric.kubernetes_resource] = str(self.k8s.fabric_devices)
+            limits[rdma or fabric.kubernetes_resource] = str(self.k8s.fabric_devices or 1)
         return {"limits": limits} if limits else {}
 
     def security_context(self) -> Manifest:

@@ -266,9 +266,14 @@ class Kubernetes:
             "unless @interface names one)."
         ),
     )
-    fabric_devices: int = field(
-        1,
+    fabric_devices: int | None = field(
+        None,
         ge=1,
         le=64,
-        description="How many of the fabric's device resource each pod asks for (EFA: 32 on p5).",
+        example="32",
+        description=(
+            "How many of the fabric's device resource each pod asks for: required for EFA, "
+            "whose count differs by instance (p4d.24xlarge 4, trn1.32xlarge 8, "
+            "p5.48xlarge 32); default 1 for the RDMA shared device plugin's resource."
+        ),
     )
