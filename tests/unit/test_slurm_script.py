@@ -637,3 +637,11 @@ def test_memory_asked_two_ways_is_refused(item: str) -> None:
     """sbatch refuses --mem beside --mem-per-cpu or --mem-per-gpu (mutually exclusive)."""
     with pytest.raises(SpecError, match="refuses the two together"):
         script(slurm=Slurm(extra=(item,), mem="500G", cpus_per_task=8))
+
+
+def test_one_task_per_rank_labels_each_line_with_its_rank() -> None:
+    """With launcher srun a node's log holds all its ranks' lines: --label says whose."""
+    ranks = script("cuda-torchrun", launcher="srun", slurm=Slurm(cpus_per_task=8))
+    assert " --kill-on-bad-exit=1 --label \\\n" in ranks
+    node = script("cuda-torchrun", slurm=Slurm(cpus_per_task=8))
+    assert "--label" not in node  # one task per node: the node's log is its own

@@ -208,9 +208,11 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
         {
             "options": options,
             "cpus": str(task_cpus(resolved, tasks)),
-            "kill": "--no-kill --kill-on-bad-exit=0"
-            if launch.min_nodes
-            else "--kill-on-bad-exit=1",
+            "kill": (
+                "--no-kill --kill-on-bad-exit=0" if launch.min_nodes else "--kill-on-bad-exit=1"
+            )
+            # a node's tasks are its ranks (launcher srun): each line says whose (--label)
+            + (" --label" if tasks > 1 else ""),
             "elastic": bool(launch.min_nodes),
             "header": _comment(HEADER.format(source=source)),
             "where": _comment(run.where(setup)),
