@@ -105,6 +105,13 @@ def load_inputs(
     if trust_ca and ca_bundle is None:
         raise UsageError("--trust-ca needs --ca-bundle FILE: there is no CA to trust")
     bases = tuple(_platform_base(entry) for entry in platform_bases)
+    twice = sorted({p for p, _ in bases if [q for q, _ in bases].count(p) > 1})
+    if twice:
+        raise UsageError(
+            f"--platform-base {twice[0]}: given twice; give each platform one base",
+            field="--platform-base",
+            value=twice[0],
+        )
     return BuildInputs(
         platform_bases=bases,
         base_image=base_image,
@@ -157,7 +164,18 @@ def check_index_url(url: str, option: str) -> None:
 
 
 def with_base(stack: Stack, inputs: BuildInputs) -> Stack:
-    """The stack with --base-image applied, re-checked like a spec that named it."""
+    """The stack with --base-image applied, re-checked like a spec that named it; every
+    --platform-base one of the platforms the spec builds."""
+    built = stack.spec.image.platforms or ()
+    for platform, base in inputs.platform_bases:
+        if platform not in built:
+            said = ", ".join(built) or "unset: one image, for the engine's own architecture"
+            raise UsageError(
+                f"--platform-base {platform}={shown(base)}: the spec does not build {platform} "
+                f"(image.platforms: {said}); add it to image.platforms, or leave the option out",
+                field="--platform-base",
+                value=platform,
+            )
     if inputs.base_image is None:
         return stack
     spec = replace(stack.spec, image=replace(stack.spec.image, base=inputs.base_image))

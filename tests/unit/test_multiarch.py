@@ -375,3 +375,15 @@ def test_a_builds_cpu_weight_is_an_integer_the_kernel_takes(
         monkeypatch.setenv("BUILDER_BUILD_CPU_SHARES", bad)
         with pytest.raises(UsageError, match=r"BUILDER_BUILD_CPU_SHARES=.*from 2 to 1024"):
             build_cpu_shares()
+
+
+def test_a_platform_base_twice_or_for_a_platform_not_built_is_refused_before_the_engine() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        load_inputs(platform_bases=("linux/arm64=b:1", "aarch64=b:2"))
+    stack = load_preset("cpu-deepspeed")  # image.platforms unset: one image
+    inputs = load_inputs(platform_bases=("linux/arm64=b:1",))
+    with pytest.raises(UsageError, match="the spec does not build linux/arm64"):
+        resolve(stack, inputs)
+    image = replace(stack.spec.image, platforms=("linux/amd64", "linux/arm64"))
+    both = replace(stack, spec=replace(stack.spec, image=image))
+    assert resolve(both, inputs).inputs.platform_bases == ((ARM, "b:1"),)
