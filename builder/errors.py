@@ -60,11 +60,22 @@ def shown(value: object, *, quote: bool = True, limit: int = SHOWN) -> str:
 
 _LONG_WORD = re.compile(rf"\S{{{4 * SHOWN},}}")
 MAX_LINE = 2000
+_CONTROL = dict.fromkeys([*range(9), *range(11, 32), 127, *range(128, 160)], "?")
+"""What a terminal acts on (ESC, BEL, a carriage return, C1 codes) but a line break and
+a tab: shown as '?'."""
+
+
+def terminal_text(text: str) -> str:
+    """text as it may reach a terminal: what a rank or a node wrote (an error, a log's
+    tail) cannot move the cursor, retitle the window or ring."""
+    return text.translate(_CONTROL)
 
 
 def clipped(message: str) -> str:
-    """message with any long run of text cut (and every line held to MAX_LINE): the one
-    backstop, where messages are shown, for a value nobody shortened."""
+    """message with any long run of text cut (and every line held to MAX_LINE), and no
+    control character: the one backstop, where messages are shown, for a value nobody
+    shortened or a rank's output."""
+    message = terminal_text(message)
     short = _LONG_WORD.sub(lambda m: f"{m[0][:SHOWN]}... ({len(m[0])} characters)", message)
     return "\n".join(
         line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]}... ({len(line)} characters)"

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from builder.errors import terminal_text
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -25,8 +27,9 @@ class NodeFailure:
 
 
 def tail(text: str, lines: int = 15) -> str:
-    """The last lines of a log, enough to act on."""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    """The last lines of a log, enough to act on, with no control character (a rank's
+    colours and escapes stay in its own log)."""
+    return terminal_text("\n".join(text.rstrip().splitlines()[-lines:]))
 
 
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
@@ -47,7 +50,7 @@ class Raised:
     error: str
 
     def text(self) -> str:
-        return f"{self.file} line {self.line}, in {self.function}: {self.error}"
+        return terminal_text(f"{self.file} line {self.line}, in {self.function}: {self.error}")
 
 
 def raised_in(text: str, script: str | None = None) -> Raised | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder.errors import UsageError
+from builder.errors import UsageError, terminal_text
 from builder.files import read_input
 from builder.fingerprint import deepspeed_ops
 from builder.fingerprint.compare import differences
@@ -117,7 +117,7 @@ class Finding:
     def text(self) -> str:
         where = f"{self.node}: " if self.node else ""
         tail = "".join(f"\n    | {line}" for line in self.log_tail.splitlines())
-        return f"{where}{self.what}{tail}"
+        return terminal_text(f"{where}{self.what}{tail}")
 
 
 @dataclass(frozen=True)

@@ -364,3 +364,16 @@ def test_the_cli_prints_the_same_one_paragraph_message(tmp_path: Path) -> None:
         f"error: {target} already exists with other content; nothing was written. "
         "Pass --force to replace, or choose another -o folder.\n",
     )
+
+
+def test_what_a_rank_wrote_reaches_the_terminal_without_control_characters() -> None:
+    from builder.errors import clipped
+    from builder.launch.logs import tail
+
+    written = "boom\x1b[2J\x1b]0;owned\x07 at 50%\r\n\tnext line\x9b31m"
+    for shown_text in (clipped(written), tail(written)):
+        assert "\x1b" not in shown_text
+        assert "\x07" not in shown_text
+        assert "\r" not in shown_text
+        assert "\x9b" not in shown_text
+        assert "\tnext line" in shown_text  # a tab and the line break stay
