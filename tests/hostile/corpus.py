@@ -1306,4 +1306,10 @@ case("keys-dash-folder", "keys --preset cpu-deepspeed -o -", USAGE, "--cluster-d
 case("bundle-dash-folder", "bundle --preset cpu-deepspeed --cluster-dir -", USAGE, "--cluster-dir")
 
 # The third round, one module per destination; each appends with case().
-from tests.hostile import files_and_options, launch_values, pyxis  # noqa: E402, F401
+# The fourth round: what the real consumers (kubectl, sbatch, srun, the API server) read.
+from tests.hostile import (  # noqa: E402, F401
+    consumers,
+    files_and_options,
+    launch_values,
+    pyxis,
+)
