@@ -84,7 +84,7 @@ docs: $(VENV)/.docs ## build the documentation site into build/site (warnings ar
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 test: install tools engine conformance ## run every test (the integration tests build real images)
-	$(BIN)/pytest --durations=10
+	$(BIN)/pytest --durations=25
 
 test-unit: install ## run the tests that need no engine
 	$(BIN)/pytest tests/unit

@@ -161,6 +161,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if prebuild is None:
         return
     prebuild.stop()
+    timings = prebuild.timings()
+    if timings:  # where a fresh run's time goes, for whoever tunes it
+        sys.stderr.write("\nthe shared images' prebuild:\n" + "\n".join(timings) + "\n")
     log = prebuild.folder / "prebuild.log"
     crashed = prebuild.process.returncode not in (0, -signal.SIGTERM)
     if (crashed or list(prebuild.folder.glob("*.failed"))) and log.exists():

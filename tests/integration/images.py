@@ -162,19 +162,59 @@ class Prebuild:
             self.stop()
 
     def wait(self, reference: str, timeout: float = 3600) -> str:
-        """Until reference's build ended (or the process did); what became of it."""
+        """Until reference's build ended (or the process did); what became of it. A wait
+        that is not over at once says on the terminal what it waits for and for how long
+        (a test that sits for minutes names the build it sits behind)."""
         if reference not in self.references:
             return "not prebuilt"
-        marker = self.folder / marker_of(reference)
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        said = False
+        state: str | None = None
         while time.monotonic() < deadline:
-            for state in ("done", "failed"):
-                if marker.with_suffix(f".{state}").exists():
-                    return state
-            if self.process.poll() is not None:
-                return f"not built (the prebuild exited {self.process.returncode})"
+            state = self._state(reference)
+            if state is not None:
+                break
+            if not said:
+                _say(
+                    f"prebuild: waiting for {reference} ({self._building()}; its log: "
+                    f"{self.folder / 'prebuild.log'})"
+                )
+                said = True
             time.sleep(1)
-        return "still building"
+        state = state or "still building"
+        if said:
+            _say(f"prebuild: {reference} {state} after {time.monotonic() - start:.0f} s of waiting")
+        return state
+
+    def _state(self, reference: str) -> str | None:
+        marker = self.folder / marker_of(reference)
+        for state in ("done", "failed"):
+            if marker.with_suffix(f".{state}").exists():
+                return state
+        if self.process.poll() is not None:
+            return f"not built (the prebuild exited {self.process.returncode})"
+        return None
+
+    def _building(self) -> str:
+        """What the prebuild builds now, and since when."""
+        for reference in self.references:
+            marker = self.folder / marker_of(reference)
+            started = marker.with_suffix(".building")
+            ended = any(marker.with_suffix(f".{s}").exists() for s in ("done", "failed"))
+            if started.exists() and not ended:
+                since = time.time() - started.stat().st_mtime
+                return f"now building {reference}, for {since:.0f} s"
+        return "the prebuild prepares the base image and the wheelhouse"
+
+    def timings(self) -> list[str]:
+        """The prebuild's own lines: each image and how long its build took."""
+        log = self.folder / "prebuild.log"
+        if not log.exists():
+            return []
+        return [
+            line for line in log.read_text(errors="replace").splitlines() if " built in " in line
+        ]
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -183,6 +223,12 @@ class Prebuild:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+def _say(line: str) -> None:
+    """A line on the terminal, past pytest's capture of the test's own output."""
+    (sys.__stderr__ or sys.stderr).write(f"\n{line}\n")
+    (sys.__stderr__ or sys.stderr).flush()
 
 
 def marker_of(reference: str) -> str:
