@@ -44,7 +44,7 @@ from builder.fingerprint.sources import collector_request  # noqa: E402
 from builder.image.steps import BUILD_TOOLS  # noqa: E402
 from builder.payload import payload_path  # noqa: E402
 from builder.preflight.probe import Settings, expected_of, probe_args  # noqa: E402
-from builder.preflight.report import judge  # noqa: E402
+from builder.preflight.report import MARK, judge, probe_reports  # noqa: E402
 
 DEEPSPEED = "0.19.8"
 """The DeepSpeed the proof builds (the conformance tests' own)."""
@@ -140,8 +140,6 @@ def probe(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def _reports(output: str) -> list[dict[str, Any]]:
-    from builder.preflight.report import MARK, probe_reports
-
     return probe_reports(output, MARK)
 
 

@@ -46,8 +46,6 @@ MAX_TEXT = 2000
 """The longest text of a report that is shown (an error, a device's name)."""
 MAX_DEPTH = 16
 """How deep a report nests (its fingerprint); deeper is not a report."""
-_CONTROL = dict.fromkeys([*range(32), 127, *range(128, 160)], "?")
-"""Characters a terminal acts on (ESC, BEL, a carriage return): shown as '?'."""
 
 
 def probe_reports(output: str, mark: str) -> list[dict[str, Any]]:
@@ -88,7 +86,7 @@ def _scrub(value: Any, depth: int) -> Any:  # noqa: PLR0911 - one branch per JSO
     if depth > MAX_DEPTH:
         return None
     if isinstance(value, str):
-        return value[:MAX_TEXT].translate(_CONTROL)
+        return terminal_text(value[:MAX_TEXT])
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -99,7 +97,7 @@ def _scrub(value: Any, depth: int) -> Any:  # noqa: PLR0911 - one branch per JSO
         return [_scrub(item, depth + 1) for item in value]
     if isinstance(value, dict):
         return {
-            str(key)[:MAX_TEXT].translate(_CONTROL): _scrub(item, depth + 1)
+            terminal_text(str(key)[:MAX_TEXT]): _scrub(item, depth + 1)
             for key, item in value.items()
         }
     return None
@@ -262,7 +260,7 @@ def judge(output: str, expected: Expected, launch: Sequence[Finding] = ()) -> Pr
 
 def _why(exc: BaseException) -> str:
     """What was wrong in a report, in a few words."""
-    return f"{type(exc).__name__}: {str(exc)[:200]}".translate(_CONTROL)
+    return terminal_text(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _guarded(what: str, judging: Callable[[], list[Finding]]) -> list[Finding]:
