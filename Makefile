@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PRESETS = $(shell $(BIN)/python -c "from builder.spec.presets import preset_names; print(' '.join(preset_names()))")
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools engine conformance demo docs test test-unit test-integration lint render bench clean
+.PHONY: help install tools engine conformance demo docs test test-unit test-integration test-site lint render bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -91,6 +91,9 @@ test-unit: install ## run the tests that need no engine
 
 test-integration: install tools engine ## run the tests against a real Docker engine
 	$(BIN)/pytest tests/integration
+
+test-site: install tools engine conformance ## pyxis and enroot for real: needs BUILDER_NODE_IMAGE and enroot here
+	BUILDER_REQUIRE_REAL=1 $(BIN)/pytest -m site tests/integration/test_pyxis.py
 
 lint: install ## ruff, ruff format, mypy --strict, and builder lint on every preset
 	$(BIN)/ruff check .

@@ -234,8 +234,11 @@ class FakeEngine:
         init: bool = False,  # noqa: ARG002 - no process to reap here
         labels: dict[str, str] | None = None,
         hostname: str | None = None,
+        mounting: bool = False,
     ) -> str:
         self.calls.append(("start", image, name))
+        if mounting:
+            self.calls.append(("mounting", name))
         if name in self.boxes:
             raise BuildError(f"cannot start {name} from {image}: the name is in use")
         volumes = {path: host for host, (path, _) in (mounts or {}).items()}

@@ -112,6 +112,15 @@ def rehearse(
             help="Seconds after --kill NODE to start the node's container again.",
         ),
     ] = None,
+    node_image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--node-image",
+            help="--launcher slurm: the nodes are this image, a site's node image with "
+            "slurmd, munge and the job's runtime (pyxis and enroot, or apptainer); the job "
+            "then runs in launch.slurm.runtime from launch.squashfs (or launch.sif).",
+        ),
+    ] = None,
     set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -124,6 +133,7 @@ def rehearse(
     check_options(
         image=image, nodes=nodes, launcher=launcher, script=script, args=args, timeout=timeout
     )
+    image_option(node_image, "--node-image")
     text_option(kill_after, "--kill-after")
     fault = kill_of(kill, at=kill_at, after=kill_after, back=back, nodes=nodes)
     outcome = run_rehearsal(
@@ -139,6 +149,7 @@ def rehearse(
         kill=fault,
         say=lambda line: print(line, file=sys.stderr, flush=True),
         settings=parse_assignments(set_ or [], "--set"),
+        nodes_image=node_image,
     )
     set_result(outcome.as_data())
     if not as_json:

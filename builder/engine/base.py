@@ -115,6 +115,7 @@ class Engine(Protocol):
         init: bool = False,
         labels: dict[str, str] | None = None,
         hostname: str | None = None,
+        mounting: bool = False,
     ) -> str: ...
 
     def exec(self, container: str, command: list[str]) -> tuple[int, str]:

@@ -33,6 +33,9 @@ INSPECT_TIMEOUT = 120.0
 """`docker manifest create`: it reads each member's manifest from the registry."""
 PUSH_TIMEOUT = 600.0
 """`docker manifest push`: a list of manifests already there (no layers)."""
+MOUNTING = ("seccomp=unconfined", "apparmor=unconfined")
+"""What a container that mounts needs beside CAP_SYS_ADMIN: docker's default seccomp
+profile refuses unshare(CLONE_NEWUSER) and mount(2), its AppArmor profile mount(2)."""
 
 
 def build_cpu_shares() -> int | None:
@@ -307,9 +310,12 @@ class DockerEngine:
         init: bool = False,
         labels: dict[str, str] | None = None,
         hostname: str | None = None,
+        mounting: bool = False,
     ) -> str:
         """Start a detached container (hostname: name unless given); mounts map host path
-        -> (path, mode)."""
+        -> (path, mode). mounting: the container may mount file systems and make
+        namespaces (a nested runtime: enroot under pyxis), with CAP_SYS_ADMIN and neither
+        seccomp's nor AppArmor's default profile, never privileged."""
         from docker.errors import APIError
 
         volumes = {
@@ -333,6 +339,8 @@ class DockerEngine:
                 environment=environment or {},
                 network=network,
                 init=init,
+                cap_add=["SYS_ADMIN"] if mounting else None,
+                security_opt=list(MOUNTING) if mounting else None,
             )
         except APIError as exc:
             raise BuildError(

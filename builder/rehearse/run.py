@@ -25,7 +25,7 @@ from builder.launch import launchers
 from builder.launch.plan import launch_plan
 from builder.rehearse.faults import Injection
 from builder.rehearse.session import Session
-from builder.rehearse.slurm import SlurmCluster
+from builder.rehearse.slurm import NodeImage, SlurmCluster, node_image_for
 from builder.rehearse.ssh import OverSsh
 from builder.rehearse.staging import LOGS, PROBE, on_nodes, workload_of, write_workload
 from builder.rehearse.torchrun import EveryNode
@@ -89,9 +89,11 @@ class Rehearsal:
         keep: bool = False,
         kill: Kill | None = None,
         say: Callable[[str], None] = lambda _: None,
+        nodes_image: str | None = None,
     ) -> None:
         launcher = resolved.launcher
         self.slurm = resolved.scheduler.batch
+        self.site = self._site(resolved, engine, nodes_image, say)
         if launcher.rehearsal is not None and not (self.slurm and launcher.batch_only):
             raise UsageError(
                 f"--launcher {launcher.name!r}: choose one of "
@@ -122,6 +124,39 @@ class Rehearsal:
         self.strategy: Strategy | None = None
         self.plan: LaunchPlan | None = None
         """The plan as it runs on this machine's containers (``prepare``)."""
+
+    def _site(
+        self,
+        resolved: Resolved,
+        engine: Engine,
+        reference: str | None,
+        say: Callable[[str], None],
+    ) -> NodeImage | None:
+        """The site's node image a batch rehearsal's nodes run (--node-image), or None:
+        the image itself is the nodes, and the job's runtime is none (said)."""
+        run = resolved.runtime
+        if reference is None:
+            if self.slurm and run.on_node:
+                say(
+                    f"the {resolved.scheduler.name} job runs in the image itself, not in "
+                    f"{run.name} (launch.slurm.runtime): give --node-image IMAGE, a node image "
+                    f"with {run.name} installed, to run it there"
+                )
+            return None
+        if not self.slurm:
+            raise UsageError(
+                f"--node-image {reference}: the image of a batch rehearsal's nodes; give "
+                f"--launcher {' or '.join(schedulers.rehearsed_batch())}",
+                field="--node-image",
+                value=reference,
+            )
+        if not engine.exists(reference):
+            raise NotInEngine(
+                f"--node-image {reference} is not in the local engine: build or pull the "
+                "site's node image first",
+                image=reference,
+            )
+        return node_image_for(resolved, reference)
 
     def _checked(self, kill: Kill) -> Kill:
         """A kill this rehearsal can carry out: on a node of it, a rank it runs, under a
@@ -176,7 +211,7 @@ class Rehearsal:
         self._check_image()
         session.phase("image check")
         if plan is None:
-            return SlurmCluster(session, self.workload, self.image)
+            return SlurmCluster(session, self.workload, self.image, self.site)
         if self.launcher.over_ssh:
             return OverSsh(session, self.workload, plan)
         logs = session.folder / LOGS if resolved.spec.launch.logs else None
@@ -283,10 +318,12 @@ def rehearse(
     kill: Kill | None = None,
     say: Callable[[str], None] = lambda _: None,
     settings: Mapping[str, str] | None = None,
+    nodes_image: str | None = None,
 ) -> Outcome:
     """Rehearse the stack's run (or the image's) on nodes containers; always torn down
     unless keep. settings: a run command's --set values, which every rank must see (the
-    probe checks them as it checks launch.env)."""
+    probe checks them as it checks launch.env). nodes_image: a site's node image for a
+    batch rehearsal's nodes, the job in the spec's batch runtime (``NodeImage``)."""
     spec = stack.spec if isinstance(stack, Stack) else stack
     reference = image or (f"{spec.image.name}:{spec.image.tag}" if spec else None)
     if reference is None:
@@ -310,6 +347,7 @@ def rehearse(
         keep=keep,
         kill=kill,
         say=say,
+        nodes_image=nodes_image,
     )
     try:
         with rehearsal:

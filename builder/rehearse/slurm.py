@@ -6,6 +6,14 @@ derived image (built once per image, through the Docker SDK). The nodes are
 the image's own environment (runtime none, as on a cluster whose nodes run
 the image), and the job is the script `builder slurm` writes for the stack,
 submitted with sbatch and followed to COMPLETED.
+
+With a site's own node image (``NodeImage``: slurmd and munge, and the runtime
+the spec's Slurm section names, pyxis and enroot or apptainer, installed as on
+the cluster's nodes), the nodes are that image and the job runs in that runtime
+for real, from the image file the spec names (launch.squashfs, launch.sif) on
+this machine, bound into every node at its own path. Such nodes may mount
+(enroot's namespaces): CAP_SYS_ADMIN, seccomp and AppArmor unconfined, never
+privileged.
 """
 
 from __future__ import annotations
@@ -15,22 +23,25 @@ import os
 import re
 import secrets
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.contract import CLUSTER_DIR, JOB_LOGS, REHEARSAL_BASE_LABEL
 from builder.engine.build import run_build
-from builder.errors import BuildError
+from builder.errors import BuildError, UsageError, shown
 from builder.launch.runtimes import none as bare
 from builder.output import OutputFile
 from builder.schedulers.slurm.script import sbatch_script
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
     from builder.engine.base import Engine
+    from builder.launch.runtimes.base import Runtime
     from builder.rehearse.session import Session
     from builder.rehearse.staging import Workload
+    from builder.resolved import Resolved
 
 CONTROLLER = "slurmctl"
 SLURM_READY = 90.0
@@ -87,14 +98,68 @@ exec sleep infinity
 """
 
 
+@dataclass(frozen=True)
+class NodeImage:
+    """A site's node image: Slurm's daemons, munge and the job's runtime as programs of
+    the node's own; the job runs in that runtime from the image file on this machine."""
+
+    reference: str
+    runtime: Runtime
+    file: str
+    """The image file the runtime reads (launch.squashfs, launch.sif), a path here."""
+
+    @property
+    def folder(self) -> str:
+        """The file's folder, bound read-only into every node at its own path."""
+        return str(Path(self.file).parent)
+
+
+def node_image_for(resolved: Resolved, reference: str) -> NodeImage:
+    """The Slurm rehearsal on a site's node image for the resolved run: its Slurm runtime
+    must be one a node carries, and the image file it reads must be here."""
+    run = resolved.runtime
+    found = run.node_file(resolved.spec)
+    if not run.on_node or found is None:
+        raise UsageError(
+            f"--node-image {reference}: the job's runtime is {run.name} (launch.slurm."
+            "runtime), which runs in the image itself; a node image carries the runtime the "
+            "job runs in on a cluster's nodes: set launch.slurm.runtime to pyxis or "
+            "apptainer, or drop --node-image to rehearse with the image as the nodes",
+            field="--node-image",
+            value=reference,
+        )
+    field, path = found.field, found.path
+    make = f"make it with `{found.maker} IMAGE -o FILE` and run the command it prints"
+    if path is None:
+        raise UsageError(
+            f"--node-image: {run.name} reads the image from a file, {field}, which is unset: "
+            f"{make}, then set {field} to FILE (the rehearsal binds its folder into every "
+            "node at the same path)",
+            field=field,
+        )
+    if not Path(path).is_file():
+        raise UsageError(
+            f"{field} {shown(path)}: no such file on this machine, where the rehearsal binds "
+            f"it into every node at the same path: {make}",
+            field=field,
+            value=path,
+        )
+    return NodeImage(reference, run, path)
+
+
 class SlurmCluster:
     """A controller and one slurmd per node in the session; the job is `builder slurm`'s
-    script for the staged spec, submitted with sbatch and followed to its end."""
+    script for the staged spec, submitted with sbatch and followed to its end. site: the
+    nodes are a site's node image, the job in its runtime (else the image with Slurm's
+    packages added, the job in runtime none)."""
 
-    def __init__(self, session: Session, workload: Workload, image: str) -> None:
+    def __init__(
+        self, session: Session, workload: Workload, image: str, site: NodeImage | None = None
+    ) -> None:
         self.session = session
         self.workload = workload
         self.image = image
+        self.site = site
         self.controller = f"{session.id}-{CONTROLLER}"
         self.logs: Path | None = None
         """The job's logs folder (each node's output, the launcher's files), once it ran."""
@@ -110,18 +175,30 @@ class SlurmCluster:
         session.phase("containers up")
         if all(started) and self._ready():
             session.phase("slurm ready")
+            if self.site is not None and self._runtime_on_nodes(self.site):
+                session.phase(f"{self.site.runtime.name} on every node")
+
+    def _runtime_on_nodes(self, site: NodeImage) -> bool:
+        """Every node has the job's runtime (its ``on_node`` test), or a fault names the
+        nodes whose image lacks it."""
+        session = self.session
+        ok = True
+        for node in session.nodes:
+            code, out = session.engine.exec(node.container, ["sh", "-c", site.runtime.on_node])
+            if code != 0:
+                ok = False
+                session.node_fault(
+                    node,
+                    f"node image {site.reference} has no {site.runtime.name} "
+                    f"(`{site.runtime.on_node}` failed): install it as on the cluster's nodes",
+                    out,
+                )
+        return ok
 
     def _slurm_image(self) -> str:
-        engine = self.session.engine
-        base_id = engine.image(self.image).id
-        reference = f"builder-rehearsal/slurm:{base_id.removeprefix('sha256:')[:16]}"
-        if engine.exists(reference):
-            return reference
-        self.session.say(f"adding Slurm and munge to {self.image} (once per image) as {reference}")
-        dockerfile = DOCKERFILE.format(image=self.image, label=BASE_LABEL, image_id=base_id)
-        run_build([OutputFile("Dockerfile", 0o644, dockerfile)], reference, engine=engine)
-        drop_stale_slurm_images(engine, keep=reference)
-        return reference
+        if self.site is not None:
+            return self.site.reference
+        return slurm_image(self.session.engine, self.image, self.session.say)
 
     def _write_config(self) -> None:
         session = self.session
@@ -135,10 +212,12 @@ class SlurmCluster:
         (folder / "start.sh").write_text(
             START.format(folder=CLUSTER_DIR, controller=CONTROLLER, logs=LOGS)
         )
-        # the nodes are slurmd containers whose environment is the image: runtime none
+        # the nodes are slurmd containers whose environment is the image (runtime none),
+        # or a site's nodes that run it in the spec's Slurm runtime
         staged = self.workload.resolved
+        run = bare.RUNTIME if self.site is None else self.site.runtime
         workload = replace(
-            staged.with_run(staged.spec.launch, runtime=bare.RUNTIME),
+            staged.with_run(staged.spec.launch, runtime=run),
             stack=replace(staged.stack, source="builder rehearse"),
         )
         script = sbatch_script(workload, image=self.image, cluster_dir=CLUSTER_DIR)
@@ -147,16 +226,20 @@ class SlurmCluster:
     def _start(self, hostname: str, name: str, image: str) -> bool:
         session = self.session
         key, value = session.label
+        mounts = {str(session.folder): (CLUSTER_DIR, "rw")}
+        if self.site is not None:
+            mounts[self.site.folder] = (self.site.folder, "ro")
         try:
             session.engine.start(
                 image,
                 name=name,
-                mounts={str(session.folder): (CLUSTER_DIR, "rw")},
+                mounts=mounts,
                 network=session.network,
                 command=["bash", f"{CLUSTER_DIR}/start.sh"],
                 init=True,
                 labels={key: value},
                 hostname=hostname,
+                mounting=self.site is not None,
             )
         except BuildError as exc:
             session.fault(hostname, str(exc))
@@ -240,6 +323,20 @@ class SlurmCluster:
                 tail = "\n".join(output.splitlines()[-15:])
                 session.fault(None, f"job {job} ended {state}", tail)
         session.judge(output, self.workload.expected)
+
+
+def slurm_image(engine: Engine, image: str, say: Callable[[str], None]) -> str:
+    """The image with Slurm's daemons and munge added from the distribution's packages,
+    built once per image (its reference names the image's id)."""
+    base_id = engine.image(image).id
+    reference = f"builder-rehearsal/slurm:{base_id.removeprefix('sha256:')[:16]}"
+    if engine.exists(reference):
+        return reference
+    say(f"adding Slurm and munge to {image} (once per image) as {reference}")
+    dockerfile = DOCKERFILE.format(image=image, label=BASE_LABEL, image_id=base_id)
+    run_build([OutputFile("Dockerfile", 0o644, dockerfile)], reference, engine=engine)
+    drop_stale_slurm_images(engine, keep=reference)
+    return reference
 
 
 def drop_stale_slurm_images(engine: Engine, keep: str) -> list[str]:

@@ -365,7 +365,10 @@ def test_pyxis_reads_the_image_mounts_workdir_and_env_as_meant(tmp_path: Path) -
     exports = [line for line in text.splitlines() if line.startswith("export ")]
     exported = {line.removeprefix("export ").split("=", 1)[0] for line in exports}
     assert {"MASTER_ADDR", "MASTER_PORT", "NCCL_DEBUG", "A_B", "HF_HOME"} <= exported
-    assert exported <= set(args.env_vars)
+    # ... but enroot's own setting, which is enroot's (pyxis hands it the job's
+    # environment): no login shell, whose /etc/profile would reset the image's PATH
+    assert "export ENROOT_LOGIN_SHELL=no" in exports
+    assert exported - {"ENROOT_LOGIN_SHELL"} <= set(args.env_vars)
     assert "CUDA_VISIBLE_DEVICES" in args.env_vars  # Slurm's per-task devices
     assert "PATH" not in args.env_vars  # the image's PATH (its venv) stays
     # srun runs the launcher itself in the container (after the node check)

@@ -10,12 +10,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.launch.actions import ApptainerExec
-from builder.launch.runtimes.base import Runtime, Setup
+from builder.launch.runtimes.base import ImageFile, Runtime, Setup
 from builder.launch.sif import sif_name
 
 if TYPE_CHECKING:
     from builder.launch.actions import Env
     from builder.launch.launchers.base import LauncherCommand
+    from builder.spec.records import Spec
 
 
 class Apptainer(Runtime):
@@ -25,6 +26,10 @@ class Apptainer(Runtime):
         "its nodes run a SIF file, not a docker image: build it once onto shared storage "
         "(`builder sif IMAGE -o /shared/NAME.sif`) and set launch.sif to that path"
     )
+    on_node = "command -v apptainer"
+
+    def node_file(self, spec: Spec) -> ImageFile:
+        return ImageFile("launch.sif", spec.launch.sif, "builder sif")
 
     def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
         return ApptainerExec(

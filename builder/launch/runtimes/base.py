@@ -94,6 +94,18 @@ class Setup:
         return None
 
 
+@dataclass(frozen=True)
+class ImageFile:
+    """A file made of the image that a runtime's nodes read (a squashfs, a SIF)."""
+
+    field: str
+    """The spec's field naming it (launch.squashfs)."""
+    path: str | None
+    """Its value (None: unset)."""
+    maker: str
+    """The builder command that makes it (`builder squashfs`), which prints the rest."""
+
+
 class Runtime:
     """A runtime: whether its nodes serve ssh, and the action for each role."""
 
@@ -117,6 +129,15 @@ class Runtime:
     sessions_inherit: ClassVar[bool] = True
     """The ssh sessions a launcher opens to its nodes get the node's run environment
     (the container's, which sshd hands on); not on a bare node, whose sshd is the host's."""
+    on_node: ClassVar[str] = ""
+    """A shell test that a node has this runtime installed as a program of its own (the
+    node's, not the image's): what a rehearsal on a site's node image checks on every
+    node before the job; empty where the image itself is the node or runs on docker."""
+
+    def node_file(self, spec: Spec) -> ImageFile | None:  # noqa: ARG002
+        """The file of the image that the nodes read from shared storage; None where they
+        read no such file."""
+        return None
 
     def launcher_folder(self, setup: Setup) -> tuple[str, str] | None:
         """Where the launcher starts, and the field that sets it; None where the shell

@@ -50,12 +50,14 @@ from typing import TYPE_CHECKING, NoReturn
 from builder.contract import CLUSTER_DIR
 from builder.errors import UsageError, shown
 from builder.launch.actions import Bind, HostCommand, bind_problem
-from builder.launch.runtimes.base import Runtime, Setup
+from builder.launch.runtimes.base import ImageFile, Runtime, Setup
 from builder.launch.secrets import SECRETS_SH
 from builder.launch.squashfs import enroot_image, squashfs_problem
 
 if TYPE_CHECKING:
+    from builder.launch.actions import Env
     from builder.launch.launchers.base import LauncherCommand
+    from builder.spec.records import Spec
 
 BATCH_EXPORTS = ("MASTER_ADDR", "MASTER_PORT")
 """What the batch script exports besides the run's environment (slurm.py's template)."""
@@ -84,6 +86,11 @@ class Pyxis(Runtime):
         "file: push it (`builder push`), or make the file once onto shared storage "
         "(`builder squashfs IMAGE -o /shared/NAME.sqsh`) and set launch.squashfs to it"
     )
+    # srun lists --container-image only with pyxis's SPANK plugin loaded (plugstack.conf)
+    on_node = "command -v enroot && srun --help 2>&1 | grep -q -e --container-image"
+
+    def node_file(self, spec: Spec) -> ImageFile:
+        return ImageFile("launch.squashfs", spec.launch.squashfs, "builder squashfs")
 
     def exec(self, setup: Setup, command: LauncherCommand) -> NoReturn:  # noqa: ARG002
         raise UsageError(ONLY_UNDER_SLURM, field="--runtime", value=self.name)
@@ -96,6 +103,17 @@ class Pyxis(Runtime):
         # the batch script exported the run's environment on the host, for every task
         secrets = SECRETS_IN_CONTAINER if setup.secrets else None
         return HostCommand(command.argv, command.env, secrets, None, command.folder_chars)
+
+    def batch_env(self, setup: Setup) -> Env:  # noqa: ARG002
+        # enroot starts the container through a login shell by default (ENROOT_LOGIN_SHELL,
+        # enroot doc/cmd/start.md), and a Debian image's /etc/profile sets root's PATH
+        # anew: the image's own PATH (its venv first) was gone, and the launcher with it
+        # ("exec: deepspeed: not found", seen on pyxis v0.24.0 and enroot v4.1.2). pyxis
+        # hands the job's environment to enroot (withholding only PATH, LD_* and
+        # ENROOT_*_PATH, pyxis_slurmstepd.c l.361-390) and enroot's environment wins over
+        # its configuration (enroot.in, config::export), so the task's environment is the
+        # image's own, as under docker and apptainer.
+        return (("ENROOT_LOGIN_SHELL", "no"),)
 
     def srun_options(self, setup: Setup) -> tuple[str, ...]:
         binds = _binds(setup)
