@@ -49,6 +49,10 @@ class NodeStep:
     """What stops every process the action started, on every node it reached (run when
     launch.sh is interrupted, or by `sh launch.sh stop`); None where the interrupt
     itself reaches them."""
+    remove: Action | None = None
+    """What removes what the action leaves on its node (its named container, running or
+    not: `sh launch.sh down`), so that the same step can run again; None where nothing
+    is left."""
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -57,6 +61,10 @@ class NodeStep:
     @property
     def stop_argv(self) -> tuple[str, ...] | None:
         return None if self.stop is None else tuple(self.stop.argv())
+
+    @property
+    def remove_argv(self) -> tuple[str, ...] | None:
+        return None if self.remove is None else tuple(self.remove.argv())
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class LaunchPlan:
                     "purpose": s.purpose,
                     "argv": list(s.argv),
                     "stop": None if s.stop_argv is None else list(s.stop_argv),
+                    "remove": None if s.remove_argv is None else list(s.remove_argv),
                 }
                 for s in self.steps
             ],
@@ -317,7 +326,8 @@ def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPl
         for node in nodes:
             start = run.start(setup)
             if start is not None:
-                steps.append(NodeStep(node, "start", start, "start the node's container (sshd)"))
+                purpose = "start the node's container (sshd)"
+                steps.append(NodeStep(node, "start", start, purpose, remove=run.remove(start)))
         purpose = f"the launcher ({launcher.reaches_with} reaches the rest)"
         action = run.exec(setup, command)
         steps.append(NodeStep(nodes[0], "launch", action, purpose, run.stop(action)))
@@ -332,5 +342,7 @@ def launch_plan(resolved: Resolved, *, image: str, cluster_dir: str) -> LaunchPl
         purpose = run.purpose(launcher.name)
         for host in hosts:
             action = actions[host.slots]
-            steps.append(NodeStep(host.name, "run", action, purpose, run.stop(action)))
+            steps.append(
+                NodeStep(host.name, "run", action, purpose, run.stop(action), run.remove(action))
+            )
     return LaunchPlan(run.name, launcher.name, nodes, master, tuple(steps), run.host_paths(setup))

@@ -28,7 +28,7 @@ from builder import platforms
 from builder.cluster.dsenv import dsenv_for
 from builder.cluster.hostfile import run_hosts
 from builder.contract import ACCELERATOR_LABEL, CLUSTER_DIR, DEEPSPEED_OPS_LABEL, DSENV
-from builder.launch.actions import ContainerExec, ContainerStart, ContainerStop
+from builder.launch.actions import ContainerExec, ContainerRemove, ContainerStart, ContainerStop
 from builder.launch.runtimes import docker
 from builder.launch.secrets import secret_files
 from builder.output import write_files
@@ -213,6 +213,11 @@ def on_nodes(plan: LaunchPlan, session: Session, resolved: Resolved) -> LaunchPl
                 if step.stop is None
                 else on_node(step.stop, nodes[step.node], session, resolved)
             ),
+            remove=(
+                None
+                if step.remove is None
+                else on_node(step.remove, nodes[step.node], session, resolved)
+            ),
         )
         for step in plan.steps
     )
@@ -235,6 +240,6 @@ def on_node(action: Action, node: Node, session: Session, resolved: Resolved) ->
         )
     if isinstance(action, ContainerExec):
         return replace(action, container=node.container)
-    if isinstance(action, ContainerStop):
+    if isinstance(action, (ContainerStop, ContainerRemove)):
         return replace(action, name=node.container)
     raise TypeError(f"a rehearsal runs docker actions, not {type(action).__name__}")

@@ -16,6 +16,7 @@ import pytest
 
 from builder.engine import connect
 from builder.errors import NotInEngine
+from builder.rehearse.report import MARK
 from builder.rehearse.run import Rehearsal, rehearsal_of
 from builder.rehearse.ssh import ranks_running
 from builder.spec.loader import load_preset
@@ -119,3 +120,56 @@ def test_ctrl_c_on_the_first_nodes_torchrun_stops_every_rank_on_every_node(
         assert [ranks(engine, c, script) for c in containers] == [0, 0], outputs
         # node2's launch.sh had no signal: torchrun there ended when the rendezvous went
         assert runs[1].returncode not in (None, 0), outputs[1]
+
+
+def in_shell(rehearsal: Rehearsal, arm: str) -> subprocess.CompletedProcess[str]:
+    """`sh launch.sh ARM` (the rehearsal's launch.sh) as a person runs it on a node."""
+    return subprocess.run(
+        ["sh", str(rehearsal.script), arm], capture_output=True, text=True, check=False, timeout=300
+    )
+
+
+def names() -> set[str]:
+    """The names of every container in the engine, running or not."""
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
+    )
+    return set(listed.stdout.split())
+
+
+def test_a_run_taken_down_launches_again_from_launch_sh() -> None:
+    """launch.sh's own arms, for real: after a deepspeed run, a node's container is still
+    there and `sh launch.sh NODE` refuses to start it again, naming the way out; `sh
+    launch.sh down` removes the run's containers (nothing else of the engine); then the
+    nodes start again from launch.sh and `sh launch.sh launch` runs the job again."""
+    rehearsal = Rehearsal(
+        rehearsal_of(load_preset("cpu-deepspeed").spec, "deepspeed"),
+        image=IMAGE,
+        engine=connect(),
+        nodes=2,
+    )
+    engine = rehearsal.session.engine
+    with rehearsal:
+        rehearsal.up()
+        first = rehearsal.job()
+        assert first.ok, [f.text() for f in first.faults]
+        containers = [node.container for node in rehearsal.session.nodes]
+        others = names()
+        again = in_shell(rehearsal, "node1")
+        assert again.returncode == 1
+        assert "left by an earlier run: sh launch.sh down removes it" in again.stderr
+        down = in_shell(rehearsal, "down")
+        assert down.returncode == 0, down.stderr
+        assert [ranks(engine, c, "probe.py") for c in containers] == [0, 0]
+        assert names() == others - set(containers)  # nothing else went
+        for node in rehearsal.session.nodes:
+            started = in_shell(rehearsal, node.name)
+            assert started.returncode == 0, started.stderr
+        deadline = time.monotonic() + 60
+        while not all(engine.exec(c, ["test", "-e", "/run/sshd.pid"])[0] == 0 for c in containers):
+            assert time.monotonic() < deadline, "sshd did not start again within 60 s"
+            time.sleep(0.2)
+        run = in_shell(rehearsal, "launch")
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        reports = [line for line in run.stdout.splitlines() if MARK in line]
+        assert len(reports) == 2 * SLOTS, run.stdout[-3000:]

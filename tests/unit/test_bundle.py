@@ -77,6 +77,11 @@ def test_the_key_is_kept_when_the_bundle_is_written_again(tmp_path: Path) -> Non
     assert json.loads((folder / "plan.json").read_text())["launcher"] == "torchrun"
 
 
+NO_CONTAINER_YET = 'docker() { [ "$1" != container ] || return 1; printf "%s\\n" "$*"; }'
+"""A docker that has no container yet (`docker container inspect` fails) and prints every
+other command it is given."""
+
+
 def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> None:
     folder = tmp_path / "cluster"
     bundle(folder)
@@ -84,7 +89,7 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     subprocess.run([real_tool("shellcheck"), "--shell=sh", str(script)], check=True)
     usage = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False)
     assert usage.returncode == 2
-    assert "usage: sh launch.sh {node1 | node2 | launch | stop}" in usage.stderr
+    assert "usage: sh launch.sh {node1 | node2 | launch | stop | down}" in usage.stderr
     # what node2 would run: exactly its own container start, taken from the plan, once
     # the code and cache folders and the script are on the node
     code, cache = tmp_path / "code", tmp_path / "cache"
@@ -93,7 +98,7 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     spec = replace(spec, launch=replace(spec.launch, code=str(code), cache=str(cache)))
     write_bundle(resolve(spec), folder, image="i:1", force=False)
     script = folder / "launch.sh"
-    node2 = ["sh", "-c", f'docker() {{ printf "%s\\n" "$*"; }}; . {script}', str(script), "node2"]
+    node2 = ["sh", "-c", f"{NO_CONTAINER_YET}; . {script}", str(script), "node2"]
     missing = subprocess.run(node2, capture_output=True, text=True, check=False)
     assert missing.returncode == 1
     hostname = socket.gethostname()
@@ -108,6 +113,18 @@ def test_launch_script_runs_one_node_and_passes_shellcheck(tmp_path: Path) -> No
     assert len(trace) == 1
     assert trace[0].startswith("run --detach --name builder-cpu-deepspeed")
     assert f"--volume {code}:/workspace --volume {cache}:{cache}" in trace[0]
+    # a container an earlier run left: named, with the way out, and nothing started
+    left = 'docker() { printf "%s\\n" "$*"; }'
+    again = subprocess.run(
+        ["sh", "-c", f"{left}; . {script}", str(script), "node2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 1
+    assert "builder-cpu-deepspeed is already on" in again.stderr
+    assert "sh launch.sh down removes it" in again.stderr
+    assert "run --detach" not in again.stdout
 
 
 FAKE_DOCKER = """#!/bin/sh
@@ -436,7 +453,7 @@ def test_launch_sh_finds_its_folder_where_it_was_moved(tmp_path: Path) -> None:
 
 def node1(script: Path) -> subprocess.CompletedProcess[str]:
     """`sh launch.sh node1` with a docker that prints what it is asked."""
-    run = ["sh", "-c", 'docker() { printf "%s\\n" "$*"; }; . "$0"', str(script), "node1"]
+    run = ["sh", "-c", f'{NO_CONTAINER_YET}; . "$0"', str(script), "node1"]
     return subprocess.run(run, capture_output=True, text=True, check=False)
 
 

@@ -68,7 +68,7 @@ class Block:
                 continue
             command = line[2:]
             while command.endswith("\\"):
-                command = command[:-1] + "\n" + next(lines, "")
+                command = command + "\n" + next(lines, "")  # bash reads the continuation
             commands.append(command)
         return commands
 
@@ -115,21 +115,23 @@ def run_block(block: Block, folder: Path, env: dict[str, str]) -> float:
         target.write_text(block.body)
         return 0.0
     start = time.monotonic()
-    for command in block.commands:
-        result = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", command],
-            cwd=folder,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
-        assert result.returncode == 0, (
-            f"{block}: `{command}` exited {result.returncode}\n"
-            f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
-        )
+    # one shell for the block, as when its lines are pasted into one terminal: what a
+    # line sets (`. .venv/bin/activate`, cd, a variable) holds for the next
+    script = "\n".join(block.commands)
+    result = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=folder,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT * max(1, len(block.commands)),
+        check=False,
+    )
+    assert result.returncode == 0, (
+        f"{block}: the block exited {result.returncode}\n{script}\n"
+        f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+    )
     return time.monotonic() - start
 
 

@@ -29,6 +29,7 @@ from builder.cluster.keys import (
     node_ssh_config,
 )
 from builder.contract import DSENV, HOSTFILE
+from builder.launch.actions import ContainerRemove
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
@@ -96,7 +97,15 @@ def launch_script(
             starts.setdefault(step.node, []).append(step)
     launchers = plan.of_role("launch")  # deepspeed, mpirun: on the first node, once all are up
     stops = list(dict.fromkeys(step.stop_argv for step in plan.steps if step.stop_argv))
-    names = " | ".join([*starts, *(["launch"] if launchers else []), *(["stop"] if stops else [])])
+    removes = list(dict.fromkeys(step.remove_argv for step in plan.steps if step.remove_argv))
+    names = " | ".join(
+        [
+            *starts,
+            *(["launch"] if launchers else []),
+            *(["stop"] if stops else []),
+            *(["down"] if removes else []),
+        ]
+    )
     missing = (
         "copy the whole bundle folder to every node"
         if at is not None
@@ -116,20 +125,28 @@ def launch_script(
         "done",
         *_host_checks(plan.host_paths, words),
         *_stop_functions(stops, words),
+        *_remove_functions(removes),
         'case "${1:-}" in',
     ]
     check = ["    check_node"] if plan.host_paths else []
     for node, node_steps in starts.items():
         lines.append(f"{shlex.quote(node)})")
-        lines += check + [line for step in node_steps for line in _run(step, stops, words)]
+        lines += check + [line for step in node_steps for line in _left(step)]
+        lines += [line for step in node_steps for line in _run(step, stops, words)]
         lines.append("    ;;")
     if launchers:
         lines.append(f"launch)  # on {launchers[0].node}, after every node's container is up")
-        lines += check + [line for step in launchers for line in _run(step, stops, words)]
+        lines += check + [line for step in launchers for line in _left(step)]
+        lines += [line for step in launchers for line in _run(step, stops, words)]
         lines.append("    ;;")
     if stops:
         lines.append("stop)  # what Ctrl-C in launch.sh runs: the run's processes on every node")
         lines += [f"    {_stop_name(stops, argv)}" for argv in stops]
+        lines.append("    ;;")
+    if removes:
+        lines.append("down)  # on every node: the run stopped and its containers removed")
+        lines += [f"    {_stop_name(stops, argv)} || true" for argv in stops]
+        lines += [f"    remove {shlex.join(argv)}" for argv in removes]
         lines.append("    ;;")
     lines += [
         "*)",
@@ -231,6 +248,40 @@ def _stop_functions(stops: list[tuple[str, ...]], words: _Words) -> list[str]:
     ]
 
 
+def _remove_functions(removes: list[tuple[str, ...]]) -> list[str]:
+    """`remove ARGV...`: run a removal, for which a container that is not on this node
+    (another node's, or gone already) is no error; any other failure is."""
+    if not removes:
+        return []
+    return [
+        "remove() {",
+        '    if out=$("$@" 2>&1); then',
+        '        echo "launch.sh: removed $out on $(hostname)"',
+        "    else",
+        "        case $out in",
+        '            *"No such container"*) ;;',
+        '            *) echo "$out" >&2; return 1 ;;',
+        "        esac",
+        "    fi",
+        "}",
+    ]
+
+
+def _left(step: NodeStep) -> list[str]:
+    """Lines that stop launch.sh where an earlier run left the container this step
+    starts (docker run would refuse the name): `sh launch.sh down` removes it."""
+    if not isinstance(step.remove, ContainerRemove):
+        return []
+    name = shlex.quote(step.remove.name)
+    return [
+        f"    if docker container inspect {name} >/dev/null 2>&1; then",
+        f'        echo "launch.sh: container {_in_double_quotes(name)} is already on $(hostname),'
+        ' left by an earlier run: sh launch.sh down removes it (on every node)" >&2',
+        "        exit 1",
+        "    fi",
+    ]
+
+
 def _run(step: NodeStep, stops: list[tuple[str, ...]], words: _Words) -> list[str]:
     """The lines that run step: supervised, with its stop on interrupt, when it has one."""
     if step.stop_argv is None:
@@ -281,6 +332,13 @@ def _readme(
         )
     else:
         start = f"   on each node ({nodes}) `sh launch.sh NODE` starts its part of the run."
+    down = (
+        "\n6. Take it down: `sh launch.sh down` on every node stops the run and removes its "
+        "containers\n   (nothing else); run it before starting the run again, whose "
+        "containers have the same names."
+        if any(step.remove is not None for step in plan.steps)
+        else ""
+    )
     return f"""# Cluster bundle: {spec.name}
 
 Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} slot(s) each.
@@ -298,7 +356,7 @@ Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} s
 5. Run it:
 {start}
    Ctrl-C on that launch.sh (or `sh launch.sh stop` on {first}) stops every rank on
-   every node.
+   every node.{down}
 
 `builder bundle {ref} --cluster-dir {here}` writes this folder again (after a change
 to the stack) and keeps its keys; files you changed by hand are refused, not replaced.

@@ -286,15 +286,13 @@ class ClusterPreflight:
         """Remove the containers the start steps left (stop: first run launch.sh's stop,
         for a probe that failed, hung or was interrupted; runs: the run steps' named
         containers too, which are otherwise removed as they end)."""
-        run = self.resolved.runtime
         if stop:
             self._stop()
         removals = {}
         roles = ("start", "run") if runs or stop else ("start",)
         for step in (s for s in self.plan.steps if s.role in roles):
-            removal = run.remove(step.action)
-            if removal is not None:
-                removals[step.node] = removal.argv()
+            if step.remove_argv is not None:
+                removals[step.node] = list(step.remove_argv)
         answers = self.nodes.run(removals, STEP_TIMEOUT)
         if not quiet:
             for node, (code, output) in answers.items():
