@@ -31,7 +31,7 @@ from builder import (
     write_kubernetes,
 )
 from builder.cli.app import app
-from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, say_next, set_result
 from builder.cli.options import (
     Choice,
     ForceOpt,
@@ -234,18 +234,16 @@ def bundle(
     stack = stack_of(spec, preset)
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=scheduler)
     resolved = with_set(resolved, set_)
+    reference, ref = plan_image(resolved, image, spec), spec_ref(spec, preset)
     written = resolved.scheduler.write(
-        resolved,
-        cluster_dir,
-        image=plan_image(resolved, image, spec),
-        force=force,
-        spec_ref=spec_ref(spec, preset),
-        settings=bool(set_),
+        resolved, cluster_dir, image=reference, force=force, spec_ref=ref, settings=bool(set_)
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     warn(resolved)
-    set_result(files_result(written))
+    given = [cluster_dir / path.name for path in written]  # the folder as given
+    after = resolved.scheduler.next_commands(resolved, given, spec_ref=ref, image=reference)
+    set_result(files_result(written, say_next(after)))
 
 
 @app.command()
@@ -278,9 +276,8 @@ def slurm(
     stack = stack_of(spec, preset)
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=SLURM)
     resolved = with_set(resolved, set_)
-    text = sbatch_script(
-        resolved, image=plan_image(resolved, image, spec), cluster_dir=str(cluster_dir.resolve())
-    )
+    reference = plan_image(resolved, image, spec)
+    text = sbatch_script(resolved, image=reference, cluster_dir=str(cluster_dir.resolve()))
     written = write_output(text, output, force=force)
     if secret_files(resolved.spec):
         typer.echo(
@@ -290,7 +287,9 @@ def slurm(
             err=True,
         )
     warn(resolved)
-    set_result(files_result(written))
+    ref = spec_ref(spec, preset)
+    after = resolved.scheduler.next_commands(resolved, written, spec_ref=ref, image=reference)
+    set_result(files_result(written, say_next(after)))
 
 
 @app.command()
@@ -321,7 +320,9 @@ def kubernetes(
         for path in written:
             typer.echo(f"wrote {path}", err=True)
     warn(resolved)
-    set_result(files_result(written))
+    ref = spec_ref(spec, preset)
+    after = resolved.scheduler.next_commands(resolved, written, spec_ref=ref, image=reference)
+    set_result(files_result(written, say_next(after)))
 
 
 def write_output(text: str, output: Path | None, *, force: bool) -> list[Path]:

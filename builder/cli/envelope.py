@@ -100,9 +100,21 @@ def print_envelope(ctx: Context, exit_code: int, error: str | None = None) -> No
     typer.echo(json.dumps(data, indent=2))
 
 
-def files_result(paths: Iterable[Path | str]) -> dict[str, list[str]]:
-    """The result of a command that writes files: their paths, in the order written."""
-    return {"files": [str(path) for path in paths]}
+def files_result(
+    paths: Iterable[Path | str], next_commands: Iterable[str] = ()
+) -> dict[str, list[str]]:
+    """The result of a command that writes files: their paths, in the order written, and
+    the exact commands that come next ("next"), which it prints on stderr (``say_next``)."""
+    return {"files": [str(path) for path in paths], "next": list(next_commands)}
+
+
+def say_next(commands: Iterable[str]) -> tuple[str, ...]:
+    """The exact commands that come next, each on its own `next:` line of stderr: stdout
+    stays the command's own output, for pipes."""
+    said = tuple(commands)
+    for command in said:
+        typer.echo(f"next: {command}", err=True)
+    return said
 
 
 def refuse_stdout(as_json: bool, output: Path | None) -> None:

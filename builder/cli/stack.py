@@ -6,6 +6,7 @@ None of them needs the engine: they read a spec (or a preset) and print or write
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path  # noqa: TC003 - typer resolves annotations at run time
 from typing import Annotated, Optional
 
@@ -20,7 +21,7 @@ from builder import (
     write_files,
 )
 from builder.cli.app import app
-from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, say_next, set_result
 from builder.cli.options import (
     DASH,
     BaseImageOpt,
@@ -40,6 +41,7 @@ from builder.cli.options import (
     inputs_of,
     print_or_write,
     resolved_of,
+    spec_ref,
     stack_of,
 )
 
@@ -69,7 +71,10 @@ def init(
 ) -> None:
     """Write a preset out as a stack.yaml to edit."""
     refuse_stdout(as_json, output)
-    set_result(files_result(print_or_write(preset_text(preset), output, force=force)))
+    written = print_or_write(preset_text(preset), output, force=force)
+    ref = shlex.quote(str(output)) if written else ""
+    after = say_next((f"builder lint {ref}", f"builder build {ref}") if written else ())
+    set_result(files_result(written, after))
 
 
 @app.command()
@@ -115,7 +120,8 @@ def render(
     written = write_files(files, output, force=force)
     for path in written:
         typer.echo(f"wrote {path}", err=True)
-    set_result(files_result(written))
+    after = say_next((f"builder build {spec_ref(spec, preset)}",))
+    set_result(files_result(written, after))
 
 
 @app.command()

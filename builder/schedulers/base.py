@@ -18,6 +18,7 @@ and which of `builder preflight`'s options it takes (``check_probe``).
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -26,7 +27,7 @@ from builder.errors import UsageError
 from builder.output import check_private
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from builder.output import OutputFile
@@ -115,6 +116,27 @@ class Scheduler(ABC):
             files, directory, force=True, secret=True, recorded=recorded, stack=stack
         )
 
+    def next_commands(
+        self, resolved: Resolved, written: Sequence[Path], *, spec_ref: str, image: str
+    ) -> tuple[str, ...]:
+        """The exact commands that come after writing these files for this site (paths as
+        the command was given them): the image built and put where the nodes get it, then
+        the run started. The writing command prints them; nothing written: none."""
+        if not written:
+            return ()
+        return (
+            *image_commands(resolved, spec_ref=spec_ref, image=image),
+            *self.start_commands(resolved, written),
+        )
+
+    def start_commands(
+        self,
+        resolved: Resolved,  # noqa: ARG002 - a site's own
+        written: Sequence[Path],  # noqa: ARG002
+    ) -> tuple[str, ...]:
+        """The commands that start the run from the files written (``next_commands``)."""
+        return ()
+
     # -- preflight ----------------------------------------------------------
 
     def check_probe(self, request: ProbeRequest) -> None:  # noqa: ARG002 - none taken
@@ -141,6 +163,30 @@ class Scheduler(ABC):
         """The probe on this site: run and judged (a Preflight), or its job written or
         printed for the user to submit (a ProbeOutput)."""
         raise UsageError(f"--scheduler {self.name} has no preflight yet", field="--scheduler")
+
+
+def image_commands(resolved: Resolved, *, spec_ref: str, image: str) -> tuple[str, ...]:
+    """The image built, then put where the runtime's nodes get it: the file they read
+    made (a SIF, a squashfs named by the spec), or the image pushed to its registry."""
+    run = resolved.runtime
+    if not run.runs_image:
+        return ()
+    built = f"builder build {spec_ref}"
+    found = run.node_file(resolved.spec, image)
+    if found is not None and found.path is not None:
+        return (built, f"{found.maker} {shlex.quote(image)} -o {shlex.quote(found.path)}")
+    return (built, f"builder push {spec_ref}") if run.pulls else (built,)
+
+
+SHOWN_NODES = 4
+"""A per-node next command is shown for this many nodes, then said for the rest."""
+
+
+def each(nodes: Sequence[str], command: Callable[[str], str]) -> tuple[str, ...]:
+    """command for each node, the first SHOWN_NODES of them and a line for the rest."""
+    shown = tuple(command(node) for node in nodes[:SHOWN_NODES])
+    rest = len(nodes) - SHOWN_NODES
+    return (*shown, f"# ... the same for the other {rest} nodes") if rest > 0 else shown
 
 
 def check_job_probe(scheduler: Scheduler, request: ProbeRequest) -> None:

@@ -40,14 +40,14 @@ class Paragraph:
 def paragraphs(text: str) -> list[Paragraph]:
     """The prose paragraphs of a Markdown page, fenced code left out."""
     found: list[Paragraph] = []
-    start, lines = 0, []
+    lines: list[str] = []
+    start = 0
     fence: str | None = None
 
     def close() -> None:
-        nonlocal lines
         if lines:
             found.append(Paragraph(start, " ".join(lines)))
-        lines = []
+        lines.clear()
 
     for number, raw in enumerate(text.splitlines(), start=1):
         opening = _FENCE.match(raw)

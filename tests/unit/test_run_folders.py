@@ -133,7 +133,8 @@ def test_a_kubernetes_folder_holds_the_manifests_the_secrets_and_the_next_comman
     assert SECRET not in (folder / "kubernetes.yaml").read_text()
     readme = (folder / "README.md").read_text()
     assert "kubectl apply -f kubernetes.secrets.yaml -f kubernetes.yaml" in readme
-    assert "kubectl delete -f kubernetes.yaml" in readme
+    assert "End it (its pods on every node): `kubectl delete trainjob/" in readme
+    assert "`kubectl delete -f kubernetes.yaml` removes" in readme
     assert "Kubeflow Trainer v2" in readme
 
 

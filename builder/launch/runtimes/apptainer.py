@@ -28,8 +28,9 @@ class Apptainer(Runtime):
     )
     on_node = "command -v apptainer"
 
-    def node_file(self, spec: Spec) -> ImageFile:
-        return ImageFile("launch.sif", spec.launch.sif, "builder sif")
+    def node_file(self, spec: Spec, image: str | None = None) -> ImageFile:
+        default = sif_name(image) if image else None  # where the run looks without launch.sif
+        return ImageFile("launch.sif", spec.launch.sif or default, "builder sif")
 
     def run(self, setup: Setup, command: LauncherCommand) -> ApptainerExec:
         return ApptainerExec(

@@ -119,6 +119,8 @@ class Runtime:
     pulls: ClassVar[bool] = True
     """Its nodes fetch the image by reference (a digest pins it); Apptainer runs a SIF
     file built from the image, named after its tag."""
+    runs_image: ClassVar[bool] = True
+    """Its nodes run the stack's image (none: their own environment, which is the image)."""
     not_shipped: ClassVar[str] = ""
     """Why `builder ship` (docker load on every node) does not apply, where it does not."""
     srun_only: ClassVar[bool] = False
@@ -134,9 +136,13 @@ class Runtime:
     node's, not the image's): what a rehearsal on a site's node image checks on every
     node before the job; empty where the image itself is the node or runs on docker."""
 
-    def node_file(self, spec: Spec) -> ImageFile | None:  # noqa: ARG002
-        """The file of the image that the nodes read from shared storage; None where they
-        read no such file."""
+    def node_file(
+        self,
+        spec: Spec,  # noqa: ARG002 - where the runtime reads none
+        image: str | None = None,  # noqa: ARG002
+    ) -> ImageFile | None:
+        """The file of the image that the nodes read from shared storage (given the image:
+        the file the run reads where the spec names none); None where they read none."""
         return None
 
     def launcher_folder(self, setup: Setup) -> tuple[str, str] | None:

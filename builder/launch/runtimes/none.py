@@ -21,6 +21,7 @@ class Bare(Runtime):
     isolated = False
     sessions_inherit = False
     not_shipped = "its nodes run their own environment, not an image"
+    runs_image = False
 
     def cluster_path(self, cluster_dir: str) -> str:
         return cluster_dir

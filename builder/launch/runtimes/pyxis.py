@@ -89,7 +89,7 @@ class Pyxis(Runtime):
     # srun lists --container-image only with pyxis's SPANK plugin loaded (plugstack.conf)
     on_node = "command -v enroot && srun --help 2>&1 | grep -q -e --container-image"
 
-    def node_file(self, spec: Spec) -> ImageFile:
+    def node_file(self, spec: Spec, image: str | None = None) -> ImageFile:  # noqa: ARG002
         return ImageFile("launch.squashfs", spec.launch.squashfs, "builder squashfs")
 
     def exec(self, setup: Setup, command: LauncherCommand) -> NoReturn:  # noqa: ARG002

@@ -4,12 +4,18 @@ preflight, the probe as the run's own job, written for kubectl (``preflight``)."
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
 from builder.preflight.probe import ProbeOutput
 from builder.schedulers.base import Scheduler, check_job_probe
-from builder.schedulers.kubernetes.manifests import MANIFEST, POD_RUNTIME, manifest_files
+from builder.schedulers.kubernetes.manifests import (
+    MANIFEST,
+    POD_RUNTIME,
+    SECRETS_SUFFIX,
+    manifest_files,
+)
 from builder.schedulers.kubernetes.preflight import (
     kubernetes_expected,
     preflight_manifests_text,
@@ -18,7 +24,7 @@ from builder.schedulers.kubernetes.preflight import (
 from builder.schedulers.kubernetes.section import Kubernetes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from builder.output import OutputFile
@@ -33,7 +39,7 @@ class KubernetesScheduler(Scheduler):
 
     name = "kubernetes"
     started = "`kubectl apply -f kubernetes.secrets.yaml -f kubernetes.yaml`"
-    stopped = "`kubectl delete -f kubernetes.yaml` (the job's pods on every node)"
+    stopped = "`kubectl delete trainjob NAME` (or pytorchjob): the job's pods on every node"
     section = Kubernetes
     probe_writes = "file"
     environment_files = (MANIFEST,)
@@ -56,6 +62,18 @@ class KubernetesScheduler(Scheduler):
         return manifest_files(
             resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
         )
+
+    def start_commands(
+        self,
+        resolved: Resolved,  # noqa: ARG002 - the files say it all
+        written: Sequence[Path],
+    ) -> tuple[str, ...]:
+        """kubectl apply of the Secrets first (when written), then the manifests."""
+        yaml = [path for path in written if path.suffix in {".yaml", ".yml"}]
+        secrets = [path for path in yaml if path.name.endswith(SECRETS_SUFFIX)]
+        manifests = [path for path in yaml if path not in secrets]
+        files = " ".join(f"-f {shlex.quote(str(path))}" for path in (*secrets, *manifests))
+        return (f"kubectl apply {files}",) if manifests else ()
 
     def check_probe(self, request: ProbeRequest) -> None:
         """builder runs no kubectl: the probe's manifests are written (--dry-run)."""

@@ -367,10 +367,13 @@ def needs_secrets(resolved: Resolved, job: str | None = None) -> bool:
     return ssh or bool(secret_env(resolved.spec.launch))
 
 
+SECRETS_SUFFIX = ".secrets.yaml"
+
+
 def secrets_path(output: Path) -> Path:
     """The secrets file beside the manifests: k8s.yaml -> k8s.secrets.yaml."""
     stem = output.name.removesuffix(".yaml").removesuffix(".yml")
-    return output.with_name(f"{stem}.secrets.yaml")
+    return output.with_name(f"{stem}{SECRETS_SUFFIX}")
 
 
 def write_kubernetes(
@@ -1082,7 +1085,9 @@ Image `{image}`, {resolved.launcher.name} as a {kind}.
 3. Start the run: `{apply}`.
 4. Watch it: `kubectl get{ns} {resource}` and `kubectl get{ns} pods -l {selector}`;
    its logs: `kubectl logs{ns} -l {selector} --prefix --tail=-1`.
-5. End it (its pods on every node): `kubectl delete{ns} -f {MANIFEST}`.
+5. End it (its pods on every node): `kubectl delete{ns} {resource}`. The claims, and
+   the code in them, stay for the next run; `kubectl delete{ns} -f {MANIFEST}` removes
+   them too, and with them, by the StorageClass's reclaim policy, their data.
 
 `builder bundle {spec_ref} --scheduler kubernetes -o FOLDER` writes this folder again
 after a change to the stack (the cluster host key is kept); files you changed by hand

@@ -4,6 +4,7 @@ the probe as the run's own batch job (``preflight``)."""
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
@@ -14,7 +15,7 @@ from builder.schedulers.slurm.script import BATCH_LAUNCHER, SCRIPT, job_files
 from builder.schedulers.slurm.section import Slurm
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from builder.output import OutputFile
@@ -52,6 +53,15 @@ class SlurmScheduler(Scheduler):
         """The job script, the secret files it reads (0600, when launch.env holds
         secrets) and a README with the commands from here to the run."""
         return job_files(resolved, image=image, cluster_dir=cluster_dir, spec_ref=spec_ref)
+
+    def start_commands(
+        self,
+        resolved: Resolved,  # noqa: ARG002 - the files say it all
+        written: Sequence[Path],
+    ) -> tuple[str, ...]:
+        """sbatch of the job script (the run folder's, or the file written alone)."""
+        script = next((path for path in written if path.name == SCRIPT), written[0])
+        return (f"sbatch {shlex.quote(str(script))}",)
 
     def check_probe(self, request: ProbeRequest) -> None:
         """builder submits nothing to a real cluster: the probe's job is written

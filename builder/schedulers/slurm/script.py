@@ -543,7 +543,7 @@ after a change to the stack; files you changed by hand are refused, not replaced
 ## What is in it
 
 - `{SCRIPT}`: the batch job: #SBATCH options from launch.slurm, then one srun
-  whose every task runs {launcher.batch_task}.
+  whose every task is {launcher.batch_task}.
 {secrets}- `{RECORD}`: what builder wrote here, so that a new run folder replaces
   only its own files.
 """

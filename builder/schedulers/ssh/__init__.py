@@ -5,19 +5,21 @@ itself through that same plan, each node reached with this machine's ssh
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from builder.cluster.ssh import Ssh
 from builder.contract import DSENV
 from builder.errors import UsageError
+from builder.launch.plan import launch_plan
 from builder.preflight.probe import ProbeOutput
-from builder.schedulers.base import Scheduler, refuse_job_kind
+from builder.schedulers.base import Scheduler, each, refuse_job_kind
 from builder.schedulers.ssh.bundle import LAUNCH_SH, PLAN, bundle_files
 from builder.schedulers.ssh.preflight import ClusterPreflight
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from builder.output import OutputFile
     from builder.preflight.probe import ProbeRequest
@@ -47,6 +49,26 @@ class SshScheduler(Scheduler):
         out running nodes)."""
         return bundle_files(
             resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
+        )
+
+    def start_commands(self, resolved: Resolved, written: Sequence[Path]) -> tuple[str, ...]:
+        """The folder copied to every node at the same path, each node's arm of launch.sh
+        (in its own terminal: torchrun's stays in the foreground), then the launcher's."""
+        script = next((path for path in written if path.name == LAUNCH_SH), None)
+        if script is None:
+            return ()
+        folder = shlex.quote(str(script.parent))
+        # the plan only for its steps: which nodes have an arm, which one launches
+        plan = launch_plan(resolved, image="IMAGE", cluster_dir=str(script.parent.resolve()))
+        arms = dict.fromkeys(step.node for step in plan.steps if step.role != "launch")
+        nodes = plan.nodes
+        return (
+            *each(nodes, lambda node: f"rsync -a {folder}/ {node}:{folder}/"),
+            *each(tuple(arms), lambda node: f"ssh {node} sh {folder}/{LAUNCH_SH} {node}"),
+            *(
+                f"ssh {step.node} sh {folder}/{LAUNCH_SH} launch"
+                for step in plan.of_role("launch")[:1]
+            ),
         )
 
     def check_probe(self, request: ProbeRequest) -> None:

@@ -1,0 +1,106 @@
+"""Every command that writes a run's files ends with the exact commands that come next,
+for that run and site: on stderr as `next: ...` lines (stdout stays the output's), and
+in --json's result as "next"."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def said_next(*args: str) -> list[str]:
+    """The `next:` lines of a successful run of the command."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return [line.removeprefix("next: ") for line in result.stderr.splitlines() if "next: " in line]
+
+
+def test_init_and_render_say_lint_and_build(tmp_path: Path) -> None:
+    spec = tmp_path / "my stack.yaml"
+    assert said_next("init", "-p", "cpu-deepspeed", "-o", str(spec)) == [
+        f"builder lint {shlex.quote(str(spec))}",
+        f"builder build {shlex.quote(str(spec))}",
+    ]
+    rendered = said_next("render", str(spec), "-o", str(tmp_path / "out"))
+    assert rendered == [f"builder build {shlex.quote(str(spec))}"]
+
+
+def test_an_ssh_bundle_says_copy_each_node_then_launch(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    lines = said_next("bundle", "--preset", "cpu-deepspeed", "-o", str(folder))
+    assert lines == [
+        "builder build --preset cpu-deepspeed",
+        "builder push --preset cpu-deepspeed",
+        f"rsync -a {folder}/ node1:{folder}/",
+        f"rsync -a {folder}/ node2:{folder}/",
+        f"ssh node1 sh {folder}/launch.sh node1",
+        f"ssh node2 sh {folder}/launch.sh node2",
+        f"ssh node1 sh {folder}/launch.sh launch",
+    ]
+    # every arm named exists in the launch.sh it wrote
+    script = (folder / "launch.sh").read_text()
+    assert all(f"\n{arm})" in script for arm in ("node1", "node2", "launch"))
+
+
+def test_torchrun_has_no_launch_arm_and_many_nodes_are_summed_up(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    nodes = ",".join(f"n{i}" for i in range(1, 7))
+    spec = tmp_path / "stack.yaml"
+    said_next("init", "-p", "cuda-torchrun", "-o", str(spec))
+    text = spec.read_text().replace("nodes: [node1, node2]", f"nodes: [{nodes}]")
+    spec.write_text(text)
+    lines = said_next("bundle", str(spec), "-o", str(folder))
+    assert not any(line.endswith("launch.sh launch") for line in lines)
+    assert lines.count("# ... the same for the other 2 nodes") == 2
+    assert f"ssh n4 sh {folder}/launch.sh n4" in lines
+
+
+@pytest.mark.parametrize(
+    ("runtime", "shipped"),
+    [
+        ("apptainer", "builder sif builder/cpu-deepspeed:latest -o cpu-deepspeed-latest.sif"),
+        ("pyxis", "builder push --preset cpu-deepspeed"),
+        ("none", None),
+    ],
+)
+def test_a_slurm_script_says_ship_then_sbatch(
+    tmp_path: Path, runtime: str, shipped: str | None
+) -> None:
+    script = tmp_path / "job.sbatch"
+    args = ["slurm", "--preset", "cpu-deepspeed", "--runtime", runtime, "-o", str(script)]
+    if runtime == "pyxis":  # enroot pulls it: from a registry
+        args += ["--image", "registry.example.com/team/train:1.0"]
+    lines = said_next(*args)
+    ships = [] if shipped is None else ["builder build --preset cpu-deepspeed", shipped]
+    assert lines == [*ships, f"sbatch {script}"]
+
+
+def test_kubernetes_says_apply_secrets_first_and_json_carries_it(tmp_path: Path) -> None:
+    manifests = tmp_path / "k8s.yaml"
+    spec = tmp_path / "stack.yaml"
+    said_next("init", "-p", "cpu-deepspeed", "-o", str(spec))
+    text = spec.read_text().replace(
+        "  script: train.py\n", "  script: train.py\n  env:\n    HF_TOKEN: x\n"
+    )
+    spec.write_text(text)
+    result = CliRunner().invoke(app, ["kubernetes", str(spec), "-o", str(manifests), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["result"]
+    apply = f"kubectl apply -f {tmp_path / 'k8s.secrets.yaml'} -f {manifests}"
+    assert data["next"] == [f"builder build {spec}", f"builder push {spec}", apply]
+    assert f"next: {apply}" in result.stderr
+
+
+def test_nothing_written_says_nothing_next() -> None:
+    result = CliRunner().invoke(app, ["slurm", "--preset", "cpu-deepspeed"])
+    assert result.exit_code == 0, result.output
+    assert "next:" not in result.stderr
