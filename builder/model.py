@@ -327,6 +327,36 @@ def _mapping(
     return _checked(rule, out, loc, problems, before)
 
 
+class Written(float):
+    """A float as a YAML file wrote it: its value, and its text (``3.10``, which YAML
+    reads as 3.1), for a message that shows what the user typed."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> Written:
+        made = super().__new__(cls, value)
+        made.text = text
+        return made
+
+
+def _number_for_text(data: float, loc: Loc) -> str:
+    """YAML reads 3.10 as the float 3.1 and 12 as an int: the usual version typo. The
+    loader's numbers remember how they were written (``Written``): 3.10, not 3.1."""
+    if not isinstance(data, Written):  # not from the loader: what was typed is unknown
+        note = " (unquoted, 3.10 becomes 3.1)" if isinstance(data, float) else ""
+        return (
+            f"YAML read {data} as a number; write it in quotes: "
+            + _snippet(loc, f'"{data}"', code=False)
+            + note
+        )
+    changed = data.text != str(data)
+    return (
+        f"YAML read {data.text} as a number; write it in quotes: "
+        + _snippet(loc, f'"{data.text}"', code=False)
+        + (f" (unquoted, {data.text} became {data})" if changed else "")
+    )
+
+
 def _scalar(tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, str]]) -> Any:
     before = len(problems)
     # bool is an int to Python, never to a user: check it first and exactly.
@@ -335,16 +365,9 @@ def _scalar(tp: Any, rule: Rule, data: Any, loc: Loc, problems: list[tuple[Loc, 
             problems.append((loc, _wrong_type(tp, rule, data, loc)))
         return _checked(rule, data, loc, problems, before)
     if tp is str and isinstance(data, int | float):
-        # YAML reads 3.10 as the float 3.1 and 12 as an int: the usual version typo.
-        problems.append(
-            (
-                loc,
-                f"YAML read {shown(data)} as a number; write it in quotes: "
-                + _snippet(loc, f'"{data}"', code=False)
-                + (" (unquoted, 3.10 becomes 3.1)" if isinstance(data, float) else ""),
-            )
-        )
+        problems.append((loc, _number_for_text(data, loc)))
         return None
+    data = float(data) if isinstance(data, Written) else data  # a plain float from here on
     if not isinstance(data, tp):
         problems.append((loc, _wrong_type(tp, rule, data, loc)))
         return None

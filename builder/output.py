@@ -97,6 +97,7 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
     """Every check before the first byte is written."""
     _check_folder(directory, directory)
     root = resolved_path(directory)
+    other = "another -o file" if len(files) == 1 else "another -o folder"
     targets: list[_Target] = []
     seen: set[str] = set()
     for f in files:
@@ -121,7 +122,7 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
         if path.is_dir():
             raise UsageError(
                 f"{path} is a folder, where builder writes a file; nothing was written. "
-                "Move it away or choose another -o folder (--force replaces files, never folders).",
+                f"Move it away or choose {other} (--force replaces files, never folders).",
                 path=path,
             )
         targets.append(_Target(path, f))
@@ -132,7 +133,7 @@ def _prepare(files: list[OutputFile], directory: Path, *, force: bool) -> list[_
         )
         raise OutputExists(
             f"{shown} already exist{'s' if len(clashes) == 1 else ''} with other content; "
-            "nothing was written. Pass --force to replace, or choose another -o folder.",
+            f"nothing was written. Pass --force to replace, or choose {other}.",
             paths=clashes,
         )
     return targets

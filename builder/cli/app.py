@@ -90,6 +90,59 @@ SUMMARIES: dict[str, str] = {
 """Command -> its short help (click's ``short_help``): one line of at most 60 characters.
 The docstring is the command's full help (`builder render --help`)."""
 
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "presets": ("builder presets", "builder presets --json"),
+    "init": ("builder init --preset cpu-deepspeed -o stack.yaml",),
+    "render": ("builder render stack.yaml -o build/", "builder render --preset cuda-deepspeed"),
+    "lint": ("builder lint stack.yaml", "builder lint --preset cuda-deepspeed --json"),
+    "schema": ("builder schema -o stack.schema.json",),
+    "build": ("builder build stack.yaml", "builder build stack.yaml --no-cache"),
+    "push": ("builder push stack.yaml",),
+    "ship": ("builder ship stack.yaml --check", "builder ship stack.yaml"),
+    "inspect": ("builder inspect team/train:1.0",),
+    "hostfile": ("builder hostfile stack.yaml -o cluster/hostfile",),
+    "keys": ("builder keys stack.yaml --cluster-dir cluster",),
+    "dsenv": ("builder dsenv stack.yaml -o cluster/.deepspeed_env",),
+    "launch": (
+        "builder launch stack.yaml --cluster-dir /shared/cluster",
+        "builder launch stack.yaml --runtime apptainer --launcher torchrun",
+    ),
+    "bundle": (
+        "builder bundle stack.yaml -o /shared/cluster",
+        "builder bundle stack.yaml --scheduler slurm -o /shared/run",
+    ),
+    "slurm": (
+        "builder slurm stack.yaml -o job.sbatch",
+        "builder slurm stack.yaml --runtime pyxis --cluster-dir /shared/cluster -o job.sbatch",
+    ),
+    "kubernetes": ("builder kubernetes stack.yaml -o k8s/train.yaml",),
+    "sif": ("builder sif team/train:1.0 -o /shared/images/train.sif",),
+    "squashfs": ("builder squashfs team/train:1.0 -o /shared/images/train.sqsh",),
+    "rehearse": (
+        "builder rehearse stack.yaml --nodes 2",
+        "builder rehearse stack.yaml --launcher slurm",
+    ),
+    "preflight": (
+        "builder preflight stack.yaml --cluster-dir /shared/cluster",
+        "builder preflight --preset cpu-deepspeed --rehearse --quick",
+    ),
+    "lock": ("builder lock stack.yaml",),
+    "fingerprint": ("builder fingerprint team/train:1.0", "builder fingerprint --container node1"),
+    "verify": ("builder verify --hostfile cluster/hostfile --image team/train:1.0",),
+    "diff": ("builder diff team/train:1.0 team/train:1.1", "builder diff stack.lock train:1.1"),
+}
+"""Command -> the examples its --help ends with (each one a command line as typed;
+tests/unit/test_cli.py parses every one with the command's own options)."""
+
+
+def examples_epilog(name: str) -> str | None:
+    """The --help's closing lines: the command's examples, kept as written (click's \\b
+    marker stops it from re-wrapping them)."""
+    lines = EXAMPLES.get(name)
+    if not lines:
+        return None
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
 
 def _click_usage_error() -> type[Exception]:
     """click's UsageError, the base of every parse failure (unknown option or command,
@@ -137,6 +190,7 @@ class BuilderGroup(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is not None and cmd_name in SUMMARIES:
             command.short_help = SUMMARIES[cmd_name]  # as listed before it was loaded
+            command.epilog = command.epilog or examples_epilog(cmd_name)
         if command is not None and not any(p.name == "debug" for p in command.params):
             command.params.append(_debug_after_command())
         return command
@@ -162,8 +216,8 @@ class BuilderGroup(TyperGroup):
     ) -> Any:
         """The app's own options are parsed here, before invoke: a bad one is reported as
         every other failure is. No arguments at all prints the help (click's way)."""
-        if not args and self.no_args_is_help:
-            return super().make_context(info_name, args, parent, **extra)
+        if not args and self.no_args_is_help:  # a question, answered: the help, exit 0
+            return super().make_context(info_name, ["--help"], parent, **extra)
         try:
             return super().make_context(info_name, args, parent, **extra)
         except CLICK_USAGE_ERROR as exc:

@@ -83,7 +83,10 @@ def hostfile(
     nodes: Annotated[
         Optional[list[str]],  # noqa: UP045
         typer.Option(
-            "--nodes", "-w", help="Host names or Slurm node lists (as srun -w); repeatable."
+            "--nodes",
+            "-w",
+            metavar="NODES",
+            help="Host names or Slurm node lists (as srun -w); repeatable.",
         ),
     ] = None,
     slots: Annotated[

@@ -65,6 +65,7 @@ def build(
         Optional[list[str]],  # noqa: UP045
         typer.Option(
             "--platform-base",
+            metavar="PLATFORM=NAME:TAG",
             help="PLATFORM=NAME:TAG: that architecture's build starts from this base "
             "instead (e.g. linux/arm64=registry.example.com/base:arm64); repeatable.",
         ),
@@ -76,7 +77,9 @@ def build(
     wheelhouse: WheelhouseOpt = None,
     build_arg: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--build-arg", help="KEY=VALUE passed to the build; repeatable."),
+        typer.Option(
+            "--build-arg", metavar="KEY=VALUE", help="KEY=VALUE passed to the build; repeatable."
+        ),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
     no_lock: NoLockOpt = False,

@@ -143,7 +143,7 @@ PipIndexOpt = Annotated[
 ]
 PipExtraOpt = Annotated[
     Optional[list[str]],  # noqa: UP045
-    typer.Option("--pip-extra-index-url", help="Extra pip index; repeatable."),
+    typer.Option("--pip-extra-index-url", metavar="URL", help="Extra pip index; repeatable."),
 ]
 WheelhouseOpt = Annotated[
     Optional[Path],  # noqa: UP045

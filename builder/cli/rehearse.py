@@ -68,7 +68,9 @@ def rehearse(
     ] = None,
     args: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Argument(help="After --: the script's arguments.", show_default=False),
+        typer.Argument(
+            metavar="[-- ARGS...]", help="After --: the script's arguments.", show_default=False
+        ),
     ] = None,
     timeout: Annotated[
         float,

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder.errors import Problem, SpecError, UsageError, shown
 from builder.files import file_status, named, read_bytes, read_input
-from builder.model import Invalid, parse
+from builder.model import Invalid, Written, parse
 from builder.spec.check import CREDENTIALS_ADVICE, check_spec, has_credentials
 from builder.spec.presets import preset_text
 from builder.spec.records import Spec
@@ -187,7 +188,7 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     import yaml
 
     # libyaml's safe loader when PyYAML has it (several times faster), else pure Python
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    loader = _loader_class()(text)
     lines: dict[Path_, int] = {}
     try:
         node = loader.get_single_node()
@@ -219,6 +220,24 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
             ],
         )
     return data, lines
+
+
+@cache
+def _loader_class() -> type[Any]:
+    """The safe loader whose floats keep their text (``Written``: 3.10 is not 3.1 to
+    the person who wrote it)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    def written(loader: Any, node: yaml.ScalarNode) -> Written:
+        return Written(loader.construct_yaml_float(node), str(node.value))
+
+    Loader.add_constructor("tag:yaml.org,2002:float", written)
+    return Loader
 
 
 def _walk(root: yaml.Node, lines: dict[Path_, int], source: str) -> None:

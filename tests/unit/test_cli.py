@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
 import pytest
+import typer
+import typer.main
 from typer.testing import CliRunner
 
 from builder.cli import app
+from builder.cli.app import COMMANDS, EXAMPLES
 from builder.errors import EXIT_CODES
 from builder.image.context import render_outputs
 from builder.resolved import resolve
@@ -506,3 +510,26 @@ def test_lint_sarif_is_sarif_2_1_0_with_every_tool_and_finding(
     assert deffile["level"] == "error"
     assert "region" not in deffile["locations"][0]["physicalLocation"]
     assert run("lint", "--preset", "cpu-deepspeed", "--output-format", "sarif")[1] == out
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_commands_help_ends_with_examples_its_parser_takes(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each example parses with the command's own options (no unknown option, no bad
+    choice), with the files it names in place; --help shows them as written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stack.yaml").write_text(MINIMAL)
+    (tmp_path / "stack.lock").write_text("")
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "hostfile").write_text("node1 slots=1\n")
+    group = typer.main.get_command(app)
+    context = group.context_class(group)  # typer's own click, whichever it bundles
+    command = group.get_command(context, name)  # type: ignore[attr-defined]
+    assert name in COMMANDS
+    for line in EXAMPLES[name]:
+        words = shlex.split(line)
+        assert words[:2] == ["builder", name], line
+        command.make_context(name, words[2:], parent=context)
+    shown = runner.invoke(app, [name, "--help"]).stdout
+    assert all(line in shown for line in EXAMPLES[name])

@@ -362,7 +362,7 @@ def test_the_cli_prints_the_same_one_paragraph_message(tmp_path: Path) -> None:
     assert (done.exit_code, done.stderr) == (
         3,
         f"error: {target} already exists with other content; nothing was written. "
-        "Pass --force to replace, or choose another -o folder.\n",
+        "Pass --force to replace, or choose another -o file.\n",
     )
 
 

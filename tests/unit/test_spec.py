@@ -71,8 +71,11 @@ def test_unquoted_version_gets_a_quoting_hint() -> None:
     assert found[0].path == "image.python"
     assert found[0].line == 6
     assert found[0].message == (
-        'YAML read 3.1 as a number; write it in quotes: python: "3.1" (unquoted, 3.10 becomes 3.1)'
+        'YAML read 3.10 as a number; write it in quotes: python: "3.10" (unquoted, 3.10 became 3.1)'
     )
+    # a number written as itself needs no note
+    (plain,) = problems(MINIMAL + "  python: 3.11\n")
+    assert plain.message == 'YAML read 3.11 as a number; write it in quotes: python: "3.11"'
 
 
 def test_several_problems_reported_at_once() -> None:
