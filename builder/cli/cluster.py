@@ -83,10 +83,12 @@ def hostfile(
     nodes: Annotated[
         Optional[list[str]],  # noqa: UP045
         typer.Option(
-            "--nodes",
+            "--nodelist",
             "-w",
+            "--nodes",
             metavar="NODES",
-            help="Host names or Slurm node lists (as srun -w); repeatable.",
+            help="Host names or Slurm node lists, as srun's --nodelist (-w); repeatable. "
+            "(--nodes, kept for scripts, is a count in rehearse and preflight, as in srun.)",
         ),
     ] = None,
     slots: Annotated[
@@ -201,12 +203,20 @@ def launch(
     folder_option(cluster_dir, CLUSTER_DIR)
     stack = stack_of(spec, preset)
     resolved = with_set(resolved_of(stack, runtime=runtime, launcher=launcher), set_)
+    resolved.scheduler.check_folder(resolved, cluster_dir)
     plan = launch_plan(
         resolved,
         image=plan_image(resolved, image, spec),
         cluster_dir=str(cluster_dir.resolve()),
     )
     warn(resolved)
+    if not cluster_dir.is_absolute():
+        typer.echo(
+            f"note: the commands bind {cluster_dir.resolve()}, this machine's path of "
+            f"--cluster-dir {cluster_dir}; if the nodes see the folder elsewhere, give that "
+            "absolute path (--cluster-dir /shared/cluster)",
+            err=True,
+        )
     set_result(plan.as_data())
     if not as_json:
         typer.echo(plan.text(), nl=False)
@@ -243,7 +253,7 @@ def bundle(
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
-    warn(resolved)
+    warn(resolved, reference)
     given = [cluster_dir / path.name for path in written]  # the folder as given
     after = resolved.scheduler.next_commands(resolved, given, spec_ref=ref, image=reference)
     set_result(files_result(written, say_next(after)))
@@ -263,7 +273,8 @@ def slurm(
         typer.Option(
             "--launcher",
             **Choice(launcher_names()).option,
-            help="torchrun: the one launcher Slurm runs per node (default: the spec's).",
+            help="The launcher each node's task runs (default: the spec's): deepspeed "
+            "--no_ssh, torchrun, or srun itself (one task per rank).",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -289,7 +300,7 @@ def slurm(
             f"{shlex.quote(str(cluster_dir))}` writes it beside the script",
             err=True,
         )
-    warn(resolved)
+    warn(resolved, reference)
     ref = spec_ref(spec, preset)
     after = resolved.scheduler.next_commands(resolved, written, spec_ref=ref, image=reference)
     set_result(files_result(written, say_next(after)))
@@ -322,7 +333,7 @@ def kubernetes(
         written = write_kubernetes(resolved, output, image=reference, job=job, force=force)
         for path in written:
             typer.echo(f"wrote {path}", err=True)
-    warn(resolved)
+    warn(resolved, reference)
     ref = spec_ref(spec, preset)
     after = resolved.scheduler.next_commands(resolved, written, spec_ref=ref, image=reference)
     set_result(files_result(written, say_next(after)))
@@ -338,8 +349,11 @@ def write_output(text: str, output: Path | None, *, force: bool) -> list[Path]:
     return written
 
 
-def warn(resolved: Resolved) -> None:
-    for line in plan_warnings(resolved):
+def warn(resolved: Resolved, image: str | None = None) -> None:
+    """The plan's warnings, and what the site's nodes would get wrong about image."""
+    found = plan_warnings(resolved)
+    found += resolved.scheduler.image_warnings(image) if image else ()
+    for line in found:
         typer.echo(f"warning: {line}", err=True)
 
 

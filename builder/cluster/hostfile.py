@@ -177,17 +177,17 @@ def choose_hosts(
     if from_slurm:
         if nodes:
             raise UsageError(
-                "--from-slurm takes the nodes from the Slurm job: drop --nodes",
-                field="--nodes",
+                "--from-slurm takes the nodes from the Slurm job: drop --nodelist",
+                field="--nodelist",
                 value=tuple(nodes),
             )
         nodelist = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
         return _named(nodelist, lambda: hosts_from_slurm(env, slots))
     per_node = slots if slots is not None else (spec_slots if spec_slots is not None else 1)
     if nodes:
-        return _named("--nodes", lambda: hosts_from_nodes(nodes, per_node))
+        return _named("--nodelist", lambda: hosts_from_nodes(nodes, per_node))
     if spec_nodes is None:
-        raise UsageError("say which nodes: --nodes LIST, --from-slurm, or a spec (launch.nodes)")
+        raise UsageError("say which nodes: --nodelist LIST, --from-slurm, or a spec (launch.nodes)")
     own = spec_node_slots if slots is None and spec_node_slots else {}
     hosts = _named("launch.nodes", lambda: hosts_from_nodes(spec_nodes, per_node))
     return [Host(host.name, own.get(host.name, host.slots)) for host in hosts]

@@ -147,6 +147,18 @@ def parse(text: str, *, field: str | None = None) -> Reference:
     raise InvalidReference(text, reference, _problem(text, reference), field=field)
 
 
+def on_docker_hub_by_default(text: str) -> bool:
+    """text names no registry, so that every engine and kubelet pulls it from Docker Hub
+    (docker.io written out is a choice, not a default)."""
+    reference = _parse(text)
+    first = text.partition("/")[0]
+    return (
+        isinstance(reference, Reference)
+        and reference.domain == DEFAULT_DOMAIN
+        and first not in {DEFAULT_DOMAIN, _LEGACY_DOMAIN}
+    )
+
+
 def checked(text: str, *, field: str | None = None) -> Reference:
     """text read as docker reads it (``parse``), and a reference builder can use: its
     registry's port a TCP port (docker's grammar takes any digits there)."""

@@ -129,6 +129,15 @@ class Scheduler(ABC):
             *self.start_commands(resolved, written),
         )
 
+    def image_warnings(self, image: str) -> tuple[str, ...]:  # noqa: ARG002
+        """What this site's nodes would get wrong about the image (said, not refused)."""
+        return ()
+
+    def check_folder(self, resolved: Resolved, folder: Path) -> None:  # noqa: ARG002
+        """Refuse a run folder written for another run (other nodes) that a command
+        would read beside the spec (UsageError); a site without one checks nothing."""
+        return
+
     def start_commands(
         self,
         resolved: Resolved,  # noqa: ARG002 - a site's own

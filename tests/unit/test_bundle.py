@@ -20,6 +20,7 @@ from builder.errors import OutputExists
 from builder.resolved import resolve
 from builder.schedulers.ssh import write_bundle
 from builder.spec.loader import load_preset
+from builder.spec.presets import preset_text
 from tests.conftest import real_tool
 
 if TYPE_CHECKING:
@@ -486,3 +487,24 @@ def test_a_bundle_without_the_set_values_refuses_to_drop_them(tmp_path: Path) ->
         assert str(folder / name) in stderr
     assert "already exist with other content" in stderr
     assert "--set values are the run's" in stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["launch"], ["preflight", "--dry-run"]], ids=["launch", "preflight-dry-run"]
+)
+def test_a_bundle_of_other_nodes_is_named_by_every_command_that_reads_both(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A 3-node spec against a 2-node bundle: the plan is not printed as if they agreed."""
+    folder = tmp_path / "cluster"
+    two = tmp_path / "two.yaml"
+    two.write_text(preset_text("cpu-deepspeed"))
+    assert CliRunner().invoke(app, ["bundle", str(two), "-o", str(folder)]).exit_code == 0
+    three = tmp_path / "three.yaml"
+    three.write_text(two.read_text().replace("[node1, node2]", "[node1, node2, node3]"))
+    result = CliRunner().invoke(app, [*command, str(three), "--cluster-dir", str(folder)])
+    assert result.exit_code == 2
+    assert f"{folder / 'hostfile'} does not match the spec" in result.stderr
+    assert "node3 slots=2" in result.stderr
+    same = CliRunner().invoke(app, [*command, str(two), "--cluster-dir", str(folder)])
+    assert same.exit_code == 0, same.output

@@ -391,7 +391,7 @@ def test_short_options_mean_one_thing_in_every_command() -> None:
             for short in (o for o in param.opts if o[:1] == "-" and o[:2] != "--"):
                 meanings.setdefault(short, set()).add(longs[0])
     assert meanings["-n"] == {"--nodes"}
-    assert meanings["-w"] == {"--nodes"}
+    assert meanings["-w"] == {"--nodelist"}  # a list, as srun's; --nodes is a count
     assert meanings["-p"] == {"--preset"}
     assert meanings["-f"] == {"--format"}
     assert meanings["-o"] <= {"--output", "--cluster-dir"}

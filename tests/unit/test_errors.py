@@ -225,8 +225,8 @@ def test_a_bad_node_list_names_the_option_and_the_list() -> None:
         choose_hosts(
             spec_nodes=None, spec_slots=None, nodes=["n[1-2"], slots=None, from_slurm=False, env={}
         )
-    assert (caught.value.field, caught.value.value) == ("--nodes", "n[1-2")
-    assert str(caught.value) == "--nodes: node list 'n[1-2': '[' is never closed"
+    assert (caught.value.field, caught.value.value) == ("--nodelist", "n[1-2")
+    assert str(caught.value) == "--nodelist: node list 'n[1-2': '[' is never closed"
     with pytest.raises(UsageError) as slots:
         choose_hosts(
             spec_nodes=None, spec_slots=None, nodes=["n1"], slots=0, from_slurm=False, env={}
@@ -354,7 +354,7 @@ def test_the_cli_prints_the_same_one_paragraph_message(tmp_path: Path) -> None:
     done = runner.invoke(app, ["hostfile", "--nodes", "n[1-2"])
     assert (done.exit_code, done.stderr) == (
         2,
-        "error: --nodes: node list 'n[1-2': '[' is never closed\n",
+        "error: --nodelist: node list 'n[1-2': '[' is never closed\n",
     )
     target = tmp_path / "stack.yaml"
     target.write_text("mine\n")

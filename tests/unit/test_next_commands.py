@@ -104,3 +104,24 @@ def test_nothing_written_says_nothing_next() -> None:
     result = CliRunner().invoke(app, ["slurm", "--preset", "cpu-deepspeed"])
     assert result.exit_code == 0, result.output
     assert "next:" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("image", "warned"),
+    [
+        ("team/train:1.0", True),
+        ("train:1.0", True),
+        ("docker.io/team/train:1.0", False),
+        ("registry.example.com:5000/team/train:1.0", False),
+        ("localhost/train:1", False),
+    ],
+)
+def test_kubernetes_warns_of_an_image_no_node_can_pull(
+    tmp_path: Path, image: str, *, warned: bool
+) -> None:
+    """Every kubelet pulls the image: one without a registry is Docker Hub's of that name."""
+    manifests = tmp_path / "k8s.yaml"
+    args = ["kubernetes", "--preset", "cpu-deepspeed", "--image", image, "-o", str(manifests)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (f"warning: image {image} names no registry" in result.stderr) == warned

@@ -231,7 +231,13 @@ def test_the_system_stage_starts_with_a_line_of_its_own() -> None:
 
     cpu = load_preset("cpu-deepspeed")
     keys = {key(load_preset(name)) for name in preset_names()}
-    assert len(keys) == len(preset_names())
+    # one key per system stage: the arm64 twin of a preset shares its stage (each
+    # architecture's build has its own cache chain from its own base anyway)
+    stages = {
+        repr((recipe.base, recipe.system))
+        for recipe in (image_recipe(resolve(load_preset(name))) for name in preset_names())
+    }
+    assert len(keys) == len(stages) >= len(preset_names()) - 1
     assert key(cpu) == key(load_preset("cpu-deepspeed"))
     image = cpu.spec.image
     more_apt = replace(cpu.spec, image=replace(image, apt=(*image.apt, "less")))

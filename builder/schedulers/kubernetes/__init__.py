@@ -8,6 +8,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from builder.errors import UsageError
+from builder.image.reference import on_docker_hub_by_default
 from builder.preflight.probe import ProbeOutput
 from builder.schedulers.base import Scheduler, check_job_probe
 from builder.schedulers.kubernetes.manifests import (
@@ -61,6 +62,16 @@ class KubernetesScheduler(Scheduler):
         folder is kept unless force (the pods' known_hosts pin it)."""
         return manifest_files(
             resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
+        )
+
+    def image_warnings(self, image: str) -> tuple[str, ...]:
+        if not on_docker_hub_by_default(image):
+            return ()
+        return (
+            f"image {image} names no registry: every node's kubelet pulls it from Docker "
+            "Hub under that name, never from this machine's engine; push it to a registry "
+            "the nodes reach (image.name REGISTRY/NAME, then `builder push`) or give "
+            "--image REGISTRY/NAME:TAG",
         )
 
     def start_commands(

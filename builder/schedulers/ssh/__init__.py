@@ -16,7 +16,7 @@ from builder.launch.plan import launch_plan
 from builder.preflight.probe import ProbeOutput
 from builder.schedulers.base import Scheduler, each, refuse_job_kind
 from builder.schedulers.ssh.bundle import LAUNCH_SH, PLAN, bundle_files
-from builder.schedulers.ssh.preflight import ClusterPreflight
+from builder.schedulers.ssh.preflight import ClusterPreflight, check_bundle_nodes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -71,6 +71,10 @@ class SshScheduler(Scheduler):
             ),
         )
 
+    def check_folder(self, resolved: Resolved, folder: Path) -> None:
+        """A bundle already in the folder must be this run's: the same nodes and slots."""
+        check_bundle_nodes(resolved.spec, folder)
+
     def check_probe(self, request: ProbeRequest) -> None:
         refuse_job_kind(self, request)
         if request.output is not None:
@@ -92,6 +96,7 @@ class SshScheduler(Scheduler):
         plan, printed)."""
         run = _cluster(resolved, request, say)
         if request.dry_run:
+            self.check_folder(resolved, run.folder)
             return ProbeOutput(text=run.plan.text(), data=run.plan.as_data())
         return run.run()
 

@@ -55,6 +55,15 @@ def check_bundle(spec: Spec, cluster_dir: Path) -> None:
             f"--cluster-dir {cluster_dir} has no {HOSTFILE}: give the folder `builder bundle` "
             "wrote for this spec, or a folder that does not exist yet (preflight writes it)"
         )
+    check_bundle_nodes(spec, cluster_dir)
+
+
+def check_bundle_nodes(spec: Spec, cluster_dir: Path) -> None:
+    """A bundle in the folder (its hostfile) is for spec's nodes and slots: a plan of
+    other nodes would be printed, or run, against it without a word."""
+    hostfile = cluster_dir / HOSTFILE
+    if not hostfile.is_file():
+        return
     found = [(h.name, h.slots) for h in read_hostfile(hostfile)]
     wanted = [(h.name, h.slots) for h in run_hosts(spec.launch)]
     if found != wanted:
