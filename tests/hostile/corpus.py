@@ -525,7 +525,7 @@ NODELISTS: list[tuple[str, str]] = [
     ("many-items", ",".join(f"n{i}" for i in range(70_000))),
 ]
 for name, text in NODELISTS:
-    case(f"nodes-{name}", ("hostfile", "--nodes", text), USAGE, "--nodes")
+    case(f"nodes-{name}", ("hostfile", "--nodes", text), USAGE, "--nodelist")
 case(
     "nodes-huge-product-spec",
     ("hostfile", HOSTILE),
@@ -566,7 +566,7 @@ case(
     "slurm-and-nodes",
     "hostfile --from-slurm --nodes n1",
     USAGE,
-    "--nodes",
+    "--nodelist",
     env={"SLURM_JOB_NODELIST": "n1", "SLURM_GPUS_ON_NODE": "1"},
 )
 case("hostfile-slots-zero", "hostfile --nodes n1 --slots 0", USAGE, "--slots")
@@ -576,7 +576,7 @@ case("hostfile-slots-text", "hostfile --nodes n1 --slots four", USAGE, "--slots"
 case(
     "hostfile-slots-digits", ("hostfile", "--nodes", "n1", "--slots", "9" * 5000), USAGE, "--slots"
 )
-case("hostfile-no-nodes", "hostfile", USAGE, "--nodes")
+case("hostfile-no-nodes", "hostfile", USAGE, "--nodelist")
 case(
     "hostfile-output-exists",
     "hostfile --nodes n1 -o hosts",
