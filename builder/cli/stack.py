@@ -6,7 +6,6 @@ None of them needs the engine: they read a spec (or a preset) and print or write
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path  # noqa: TC003 - typer resolves annotations at run time
 from typing import Annotated, Optional
 
@@ -72,7 +71,7 @@ def init(
     """Write a preset out as a stack.yaml to edit."""
     refuse_stdout(as_json, output)
     written = print_or_write(preset_text(preset), output, force=force)
-    ref = shlex.quote(str(output)) if written else ""
+    ref = spec_ref(output, None)  # the file just written, as the next commands name it
     after = say_next((f"builder lint {ref}", f"builder build {ref}") if written else ())
     set_result(files_result(written, after))
 
