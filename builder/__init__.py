@@ -101,6 +101,8 @@ _EXPORTS: dict[str, str] = {
     "pod_hosts": "builder.schedulers.kubernetes.manifests",
     "write_bundle": "builder.schedulers.ssh",
     "write_cluster_file": "builder.cluster.folder",
+    "RunFolder": "builder.cluster.folder",
+    "run_folder": "builder.cluster.folder",
     "sif_build_argv": "builder.launch.sif",
     "sif_notes": "builder.launch.sif",
     "parse_reference": "builder.image.reference:parse",

@@ -7,6 +7,8 @@ from builder._version import __version__ as __version__
 from builder.cluster.dsenv import deepspeed_env_text as deepspeed_env_text
 from builder.cluster.dsenv import dsenv_for as dsenv_for
 from builder.cluster.dsenv import parse_assignments as parse_assignments
+from builder.cluster.folder import RunFolder as RunFolder
+from builder.cluster.folder import run_folder as run_folder
 from builder.cluster.folder import write_cluster_file as write_cluster_file
 from builder.cluster.hostfile import MAX_HOSTFILE_BYTES as MAX_HOSTFILE_BYTES
 from builder.cluster.hostfile import Host as Host
@@ -173,6 +175,7 @@ __all__ = [
     "Reference",
     "RegistryError",
     "Resolved",
+    "RunFolder",
     "Scheduler",
     "Shipment",
     "Spec",
@@ -255,6 +258,7 @@ __all__ = [
     "render_dockerfile",
     "render_outputs",
     "resolve",
+    "run_folder",
     "runtime_names",
     "sarif_text",
     "sbatch_script",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from builder.cluster.folder import RunFolder
 from builder.errors import BuilderError, SpecError
 from builder.resolved import resolve
 from builder.spec.loader import spec_from_dict
@@ -243,7 +244,9 @@ def _folder(site: Site, data: dict[str, Any], settings: dict[str, str]) -> list[
         launcher_name=site.launcher,
         scheduler_name=site.scheduler,
     ).with_settings(settings)
-    return resolved.scheduler.materialize(resolved, image=IMAGE, cluster_dir=FOLDER)
+    return resolved.scheduler.materialize(
+        resolved, image=IMAGE, folder=RunFolder(FOLDER, str(FOLDER))
+    )
 
 
 def _site_data(site: Site) -> dict[str, Any]:

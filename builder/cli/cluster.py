@@ -21,6 +21,7 @@ from builder import (
     launcher_names,
     make_keys,
     plan_warnings,
+    run_folder,
     sbatch_script,
     scheduler_names,
     secret_files,
@@ -38,6 +39,7 @@ from builder.cli.options import (
     ImageOpt,
     KubernetesJobOpt,
     LauncherOpt,
+    NodeDirOpt,
     OutputFileOpt,
     PresetOpt,
     RuntimeOpt,
@@ -73,6 +75,7 @@ SchedulerOpt = Annotated[
 ]
 
 if TYPE_CHECKING:
+    from builder import RunFolder
     from builder.resolved import Resolved
 
 
@@ -185,6 +188,7 @@ def launch(
     cluster_dir: Annotated[
         Path, typer.Option("--cluster-dir", help="Folder with keys, hostfile, .deepspeed_env.")
     ] = Path("cluster"),
+    node_dir: NodeDirOpt = None,
     runtime: RuntimeOpt = None,
     launcher: LauncherOpt = None,
     set_: SetOpt = None,
@@ -204,19 +208,9 @@ def launch(
     stack = stack_of(spec, preset)
     resolved = with_set(resolved_of(stack, runtime=runtime, launcher=launcher), set_)
     resolved.scheduler.check_folder(resolved, cluster_dir)
-    plan = launch_plan(
-        resolved,
-        image=plan_image(resolved, image, spec),
-        cluster_dir=str(cluster_dir.resolve()),
-    )
+    folder = nodes_folder(cluster_dir, node_dir)
+    plan = launch_plan(resolved, image=plan_image(resolved, image, spec), cluster_dir=folder.nodes)
     warn(resolved)
-    if not cluster_dir.is_absolute():
-        typer.echo(
-            f"note: the commands bind {cluster_dir.resolve()}, this machine's path of "
-            f"--cluster-dir {cluster_dir}; if the nodes see the folder elsewhere, give that "
-            "absolute path (--cluster-dir /shared/cluster)",
-            err=True,
-        )
     set_result(plan.as_data())
     if not as_json:
         typer.echo(plan.text(), nl=False)
@@ -232,6 +226,7 @@ def bundle(
             "--cluster-dir", "--output", "-o", help="Folder to write (the nodes see it here)."
         ),
     ] = Path("cluster"),
+    node_dir: NodeDirOpt = None,
     scheduler: SchedulerOpt = "ssh",
     image: ImageOpt = None,
     runtime: RuntimeOpt = None,
@@ -247,15 +242,21 @@ def bundle(
     stack = stack_of(spec, preset)
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=scheduler)
     resolved = with_set(resolved, set_)
+    site = resolved.scheduler
+    site.check_node_dir(node_dir)
+    folder = nodes_folder(cluster_dir, node_dir) if site.nodes_read_folder else None
+    where = folder or run_folder(cluster_dir)
     reference, ref = plan_image(resolved, image, spec), spec_ref(spec, preset)
-    written = resolved.scheduler.write(
-        resolved, cluster_dir, image=reference, force=force, spec_ref=ref, settings=bool(set_)
+    written = site.write(
+        resolved, where, image=reference, force=force, spec_ref=ref, settings=bool(set_)
     )
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     warn(resolved, reference)
     given = [cluster_dir / path.name for path in written]  # the folder as given
-    after = resolved.scheduler.next_commands(resolved, given, spec_ref=ref, image=reference)
+    after = site.next_commands(
+        resolved, given, spec_ref=ref, image=reference, nodes=folder.nodes if folder else None
+    )
     set_result(files_result(written, say_next(after)))
 
 
@@ -265,8 +266,12 @@ def slurm(
     preset: PresetOpt = None,
     image: ImageOpt = None,
     cluster_dir: Annotated[
-        Path, typer.Option("--cluster-dir", help="The cluster folder, as the nodes see it.")
+        Path,
+        typer.Option(
+            "--cluster-dir", help="The run folder the job reads (secrets.sh, logs/, hostfiles)."
+        ),
     ] = Path("cluster"),
+    node_dir: NodeDirOpt = None,
     runtime: RuntimeOpt = None,
     launcher: Annotated[
         Optional[str],  # noqa: UP045
@@ -291,11 +296,12 @@ def slurm(
     resolved = resolved_of(stack, runtime=runtime, launcher=launcher, scheduler=SLURM)
     resolved = with_set(resolved, set_)
     reference = plan_image(resolved, image, spec)
-    text = sbatch_script(resolved, image=reference, cluster_dir=str(cluster_dir.resolve()))
+    folder = nodes_folder(cluster_dir, node_dir)
+    text = sbatch_script(resolved, image=reference, cluster_dir=folder.nodes)
     written = write_output(text, output, force=force)
     if secret_files(resolved.spec):
         typer.echo(
-            f"note: the job reads launch.env's secrets from {cluster_dir.resolve()}/secrets.sh "
+            f"note: the job reads launch.env's secrets from {folder.nodes}/secrets.sh "
             "(0600) on every node; `builder bundle --scheduler slurm -o "
             f"{shlex.quote(str(cluster_dir))}` writes it beside the script",
             err=True,
@@ -337,6 +343,16 @@ def kubernetes(
     ref = spec_ref(spec, preset)
     after = resolved.scheduler.next_commands(resolved, written, spec_ref=ref, image=reference)
     set_result(files_result(written, say_next(after)))
+
+
+def nodes_folder(cluster_dir: Path, node_dir: str | None = None) -> RunFolder:
+    """The cluster folder here and where its nodes see it (``run_folder``), saying so
+    when that is this machine's path of a relative folder."""
+    folder = run_folder(cluster_dir, node_dir)
+    note = folder.note(CLUSTER_DIR)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return folder
 
 
 def write_output(text: str, output: Path | None, *, force: bool) -> list[Path]:

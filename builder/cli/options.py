@@ -196,6 +196,17 @@ OutputFileOpt = Annotated[
 ]
 PROGRESS: tuple[Mode, ...] = ("auto", "tty", "plain", "quiet")
 """builder.engine.progress.Mode, spelt out: that module is the engine's, loaded by build."""
+NodeDirOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--node-dir",
+        metavar="PATH",
+        help="Where every node sees the run's folder (absolute), when not at this machine's "
+        "path of it: what the nodes run names it. Default: the path a bundle recorded "
+        "there with --node-dir, else this machine's.",
+        show_default=False,
+    ),
+]
 NodesSshConfigOpt = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option(

@@ -34,6 +34,7 @@ from builder.cli.options import (
     ForceOpt,
     ImageOpt,
     KubernetesJobOpt,
+    NodeDirOpt,
     NodesSshConfigOpt,
     PresetOpt,
     SpecArg,
@@ -73,6 +74,7 @@ def preflight(
             show_default=False,
         ),
     ] = None,
+    node_dir: NodeDirOpt = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Small sizes and short windows: seconds, not minutes.")
     ] = False,
@@ -158,6 +160,7 @@ def preflight(
         rehearse=rehearse,
         nodes=nodes,
         cluster_dir=cluster_dir,
+        node_dir=node_dir,
         ssh_config=ssh_config,
         dry_run=dry_run,
     )
@@ -174,6 +177,7 @@ def preflight(
         force=force,
         job=job,
         cluster_dir=cluster_dir,
+        node_dir=node_dir,
         ssh_config=ssh_config,
         spec_ref=spec_ref(spec, preset),
         engine=connect,
@@ -252,6 +256,7 @@ def check_options(
     rehearse: bool,
     nodes: int | None,
     cluster_dir: Path | None,
+    node_dir: str | None,
     ssh_config: Path | None,
     dry_run: bool,
 ) -> None:
@@ -260,7 +265,12 @@ def check_options(
     if cluster_dir is not None:
         folder_option(cluster_dir, "--cluster-dir")
     if rehearse:
-        for given, option in ((cluster_dir, "--cluster-dir"), (ssh_config, "--ssh-config")):
+        real_only = (
+            (cluster_dir, "--cluster-dir"),
+            (node_dir, "--node-dir"),
+            (ssh_config, "--ssh-config"),
+        )
+        for given, option in real_only:
             if given is not None:
                 raise UsageError(
                     f"{option} is for the real nodes; --rehearse runs on containers here"

@@ -69,6 +69,12 @@ def normal_path(path: str) -> str:
     return collapsed.rstrip("/") or collapsed[:1]
 
 
+PATH_MAX = 4096
+"""Linux's limit on a path's bytes, its terminating NUL included (limits.h)."""
+NAME_MAX = 255
+"""Linux's limit on the bytes of one name in a path (limits.h)."""
+
+
 def bind_problem(path: str) -> str | None:
     """Why path cannot be one side of a bind, or None: the one check of every value that
     reaches a bind list (launch.code, launch.cache, launch.mounts, the cluster folder).
@@ -89,6 +95,13 @@ def bind_problem(path: str) -> str | None:
         )
     if any(part in (".", "..") for part in path.split("/")):
         return "write it without '.' or '..' (the runtimes do not resolve them alike)"
+    if len(path.encode()) >= PATH_MAX or any(
+        len(part.encode()) > NAME_MAX for part in path.split("/")
+    ):
+        return (
+            f"no Linux file system holds it: a path is under {PATH_MAX} bytes and each "
+            f"of its names at most {NAME_MAX}"
+        )
     return None
 
 

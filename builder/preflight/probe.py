@@ -106,6 +106,8 @@ class ProbeRequest:
     """The Kubernetes job kind (--job)."""
     cluster_dir: Path | None = None
     """The ssh nodes' cluster folder (--cluster-dir)."""
+    node_dir: str | None = None
+    """Where the nodes see the run's folder (--node-dir), when not at this machine's path."""
     ssh_config: Path | None = None
     """The ssh client config that reaches the nodes (--ssh-config)."""
     spec_ref: str = "stack.yaml"

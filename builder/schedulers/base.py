@@ -22,7 +22,7 @@ import shlex
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from builder.cluster.folder import check_rewrite, write_cluster_files
+from builder.cluster.folder import NODE_DIR, check_rewrite, write_cluster_files
 from builder.errors import UsageError
 from builder.output import check_private
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from builder.cluster.folder import RunFolder
     from builder.output import OutputFile
     from builder.preflight.probe import ProbeOutput, ProbeRequest
     from builder.preflight.report import Expected, Preflight
@@ -61,6 +62,10 @@ class Scheduler(ABC):
     batch_launcher: ClassVar[str | None] = None
     """The launcher its batch task runs where the spec's cannot run in one (named, never
     picked by sort order): a rehearsal runs it in the spec's place."""
+    nodes_read_folder: ClassVar[bool] = True
+    """Its nodes read the run's folder (bound into the containers, named in the job):
+    its files name the path they see it at (--node-dir). False: only this machine reads
+    it (kubectl apply), and --node-dir is refused."""
     environment_files: ClassVar[tuple[str, ...]] = ()
     """The files of its folder that carry the run's environment: with a command's --set
     values they hold more than the spec, so they are not recorded as the spec's own (a
@@ -76,19 +81,20 @@ class Scheduler(ABC):
         resolved: Resolved,
         *,
         image: str,
-        cluster_dir: Path,
+        folder: RunFolder,
         force: bool = False,
         spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
         """Every file of the run's folder for this site, as data; nothing is written (a
-        dry run). cluster_dir: the folder, at the path the nodes see it; force: what is
+        dry run). folder: where it is here (what an earlier run kept is read there) and
+        the path its nodes see it at (what every file they read names); force: what is
         kept from an earlier run (keys) may be made anew; spec_ref: how the README's
         commands name the spec."""
 
     def write(
         self,
         resolved: Resolved,
-        directory: Path,
+        folder: RunFolder,
         *,
         image: str,
         force: bool = False,
@@ -102,31 +108,42 @@ class Scheduler(ABC):
         refused if other users may enter it (a run's folder holds keys or secrets). A
         file there that builder wrote for this stack and nobody changed since is
         rewritten without force (``cluster.folder``). settings: the run carries a
-        command's --set values (its environment_files are then not recorded).
+        command's --set values (its environment_files are then not recorded). A path the
+        nodes see that was named (--node-dir) is recorded, for the commands that read the
+        folder later.
         """
+        directory = folder.here
         check_private(directory)
         files = self.materialize(
-            resolved, image=image, cluster_dir=directory, force=force, spec_ref=spec_ref
+            resolved, image=image, folder=folder, force=force, spec_ref=spec_ref
         )
         stack = resolved.spec.name
         if not force:
             check_rewrite(files, directory, stack=stack)
         recorded = [f.path for f in files if not (settings and f.path in self.environment_files)]
+        nodes = folder.nodes if folder.named and self.nodes_read_folder else None
         return write_cluster_files(
-            files, directory, force=True, secret=True, recorded=recorded, stack=stack
+            files, directory, force=True, secret=True, recorded=recorded, stack=stack, nodes=nodes
         )
 
     def next_commands(
-        self, resolved: Resolved, written: Sequence[Path], *, spec_ref: str, image: str
+        self,
+        resolved: Resolved,
+        written: Sequence[Path],
+        *,
+        spec_ref: str,
+        image: str,
+        nodes: str | None = None,
     ) -> tuple[str, ...]:
-        """The exact commands that come after writing these files for this site (paths as
-        the command was given them): the image built and put where the nodes get it, then
-        the run started. The writing command prints them; nothing written: none."""
+        """The exact commands that come after writing these files for this site (paths
+        here as the command was given them; nodes: the path the nodes see their folder
+        at, when they read one): the image built and put where the nodes get it, then the
+        run started. The writing command prints them; nothing written: none."""
         if not written:
             return ()
         return (
             *image_commands(resolved, spec_ref=spec_ref, image=image),
-            *self.start_commands(resolved, written),
+            *self.start_commands(resolved, written, nodes),
         )
 
     def image_warnings(self, image: str) -> tuple[str, ...]:  # noqa: ARG002
@@ -142,9 +159,22 @@ class Scheduler(ABC):
         self,
         resolved: Resolved,  # noqa: ARG002 - a site's own
         written: Sequence[Path],  # noqa: ARG002
+        nodes: str | None,  # noqa: ARG002
     ) -> tuple[str, ...]:
-        """The commands that start the run from the files written (``next_commands``)."""
+        """The commands that start the run from the files written (``next_commands``;
+        nodes: the path the nodes see the folder at)."""
         return ()
+
+    def check_node_dir(self, node_dir: str | None) -> None:
+        """Refuse --node-dir for a site whose nodes never read the run's folder."""
+        if node_dir is not None and not self.nodes_read_folder:
+            raise UsageError(
+                f"{NODE_DIR} names where the nodes see the run's folder; a {self.name} "
+                "run's folder is read here only (its files are applied from this machine): "
+                f"leave out {NODE_DIR}",
+                field=NODE_DIR,
+                value=node_dir,
+            )
 
     # -- preflight ----------------------------------------------------------
 
@@ -207,6 +237,12 @@ def check_job_probe(scheduler: Scheduler, request: ProbeRequest) -> None:
             f"{option} is for the nodes over ssh; a {scheduler.name} job's nodes are the "
             "scheduler's",
             field=option,
+        )
+    scheduler.check_node_dir(request.node_dir)
+    if request.node_dir is not None and request.output is None:
+        raise UsageError(
+            f"{NODE_DIR} names where the nodes see the folder --dry-run -o writes; give -o",
+            field=NODE_DIR,
         )
     if (request.from_log or request.rehearse) and (request.output is not None or request.force):
         raise UsageError("--output and --force write the probe's job (--dry-run)")

@@ -1311,5 +1311,6 @@ from tests.hostile import (  # noqa: E402, F401
     consumers,
     files_and_options,
     launch_values,
+    node_dir,
     pyxis,
 )

@@ -49,6 +49,8 @@ LENIENT = Settings(quick=True, threshold=0.75)
 """For tests of something else than rates: containers on one machine's two cores vary
 by a third in matmul, copy and link rates from run to run; the straggler tests make
 their node slower than that."""
+NODES_VIEW = "/srv/run"
+"""Where the ssh nodes also see the shared folder: a path this machine does not have."""
 
 
 def one_slot() -> Spec:
@@ -173,7 +175,8 @@ def test_a_node_whose_packages_drifted_is_named(other_einops: Path) -> None:
 @dataclass(frozen=True)
 class SshNodes:
     """Nodes that are containers with sshd, the image as their environment (runtime
-    none) and a shared folder at the same path on each, reached from here by ssh."""
+    none) and a shared folder at the same path on each (and also at NODES_VIEW, as
+    nodes that mount a share elsewhere than this machine), reached from here by ssh."""
 
     spec: Spec
     stack: Path
@@ -188,7 +191,8 @@ def ssh_nodes(tmp_path: Path, clean: None) -> Iterator[SshNodes]:
     shared = tmp_path / "shared"
     shared.mkdir()
     spec = one_slot()
-    hosts = replace(spec, launch=replace(spec.launch, mounts=(Mount(str(shared), str(shared)),)))
+    mounts = (Mount(str(shared), str(shared)), Mount(str(shared), NODES_VIEW))
+    hosts = replace(spec, launch=replace(spec.launch, mounts=mounts))
     with Rehearsal(rehearsal_of(hosts, "deepspeed"), image=IMAGE, engine=connect(), nodes=2) as up:
         up.up()
         session = up.session
@@ -213,11 +217,14 @@ def ssh_nodes(tmp_path: Path, clean: None) -> Iterator[SshNodes]:
 
 def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
     """The real-cluster path: this machine's ssh, the probe's launch.sh, DeepSpeed there
-    and pdsh to the rest."""
+    and pdsh to the rest; the nodes see the folder at another path than this machine
+    (--node-dir), and run everything from there."""
+    here = ssh_nodes.shared / "cluster"
     run = ClusterPreflight(
         resolve(ssh_nodes.spec),
         image=IMAGE,
-        cluster_dir=ssh_nodes.shared / "cluster",
+        cluster_dir=here,
+        node_dir=f"{NODES_VIEW}/cluster",
         settings=LENIENT,
         ssh=Ssh(ssh_nodes.config),
         engine=connect,
@@ -225,7 +232,10 @@ def test_preflight_reaches_real_nodes_over_ssh(ssh_nodes: SshNodes) -> None:
     result = run.run()
     assert failed(result) == [], [f.text() for f in result.findings]
     assert [(row.node, row.ranks) for row in result.nodes] == [("node1", 1), ("node2", 1)]
-    assert (ssh_nodes.shared / "cluster" / "preflight" / "launch.sh").is_file()
+    script = (here / "preflight" / "launch.sh").read_text()
+    assert f"cluster={NODES_VIEW}/cluster\n" in script
+    assert str(ssh_nodes.shared) not in script  # nothing of this machine's path
+    assert result.settings["where"] == f"{NODES_VIEW}/cluster"
     # the architecture check ran against the real nodes (uname -m), before anything started
     assert [name for name, _ in result.phases] == [
         "nodes reached",

@@ -325,7 +325,7 @@ PBS = '''
         section = PbsOptions
         environment_files = (JOB,)
 
-        def materialize(self, resolved, *, image, cluster_dir, force=False, spec_ref="x"):
+        def materialize(self, resolved, *, image, folder, force=False, spec_ref="x"):
             launch = resolved.spec.launch
             env = resolved.run_environment()
             lines = [
@@ -335,10 +335,9 @@ PBS = '''
                 *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
                 f"pbsdsh -- {shlex.quote(image)}",
             ]
-            folder = cluster_dir.resolve()
             return [
                 OutputFile(JOB, 0o755, "\\n".join(lines) + "\\n"),
-                OutputFile("README.md", 0o644, f"qsub {folder}/{JOB}\\n"),
+                OutputFile("README.md", 0o644, f"qsub {folder.nodes}/{JOB}\\n"),
             ]
 
     SCHEDULER = Pbs()

@@ -14,6 +14,7 @@ import pytest
 
 import builder.launch.launchers
 from builder import schedulers
+from builder.cluster.folder import run_folder
 from builder.launch import launchers
 from builder.rehearse.run import rehearsal_of
 from builder.resolved import resolve
@@ -50,7 +51,7 @@ def test_materialize_is_a_dry_run_of_what_each_scheduler_writes(tmp_path: Path) 
     spec = torchrun_spec()
     folder = tmp_path / "cluster"
     ssh = resolve(spec)
-    files = {f.path: f for f in SSH.materialize(ssh, image="t:1", cluster_dir=folder)}
+    files = {f.path: f for f in SSH.materialize(ssh, image="t:1", folder=run_folder(folder))}
     assert {"launch.sh", "hostfile", ".deepspeed_env", "plan.json", "README.md"} <= set(files)
     assert files["launch.sh"].mode == 0o755
     assert not folder.exists()  # nothing written
@@ -59,7 +60,8 @@ def test_materialize_is_a_dry_run_of_what_each_scheduler_writes(tmp_path: Path) 
     assert (
         slurm.runtime.name == spec.launch.section(Slurm).runtime
     )  # the scheduler's default runtime
-    files = {f.path: f for f in slurm.scheduler.materialize(slurm, image="t:1", cluster_dir=folder)}
+    made = slurm.scheduler.materialize(slurm, image="t:1", folder=run_folder(folder))
+    files = {f.path: f for f in made}
     assert set(files) == {SCRIPT, "README.md"}  # no secret in launch.env: no secret file
     job = files[SCRIPT]
     assert job.text == sbatch_script(slurm, image="t:1", cluster_dir=str(folder.resolve()))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from builder.cluster.folder import RunFolder
     from builder.output import OutputFile
     from builder.preflight.probe import ProbeRequest
     from builder.preflight.report import Expected, Preflight
@@ -43,6 +44,7 @@ class KubernetesScheduler(Scheduler):
     stopped = "`kubectl delete trainjob NAME` (or pytorchjob): the job's pods on every node"
     section = Kubernetes
     probe_writes = "file"
+    nodes_read_folder = False  # kubectl applies it from here; the pods get Secrets
     environment_files = (MANIFEST,)
 
     def runtime_of(self, launch: LaunchSpec) -> str:  # noqa: ARG002 - a pod is a container
@@ -53,7 +55,7 @@ class KubernetesScheduler(Scheduler):
         resolved: Resolved,
         *,
         image: str,
-        cluster_dir: Path,
+        folder: RunFolder,
         force: bool = False,
         spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
@@ -61,7 +63,7 @@ class KubernetesScheduler(Scheduler):
         from here to the run; the cluster host key of an earlier secrets file in the
         folder is kept unless force (the pods' known_hosts pin it)."""
         return manifest_files(
-            resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
+            resolved, image=image, cluster_dir=folder.here, force=force, spec_ref=spec_ref
         )
 
     def image_warnings(self, image: str) -> tuple[str, ...]:
@@ -78,6 +80,7 @@ class KubernetesScheduler(Scheduler):
         self,
         resolved: Resolved,  # noqa: ARG002 - the files say it all
         written: Sequence[Path],
+        nodes: str | None,  # noqa: ARG002 - the nodes never read the folder
     ) -> tuple[str, ...]:
         """kubectl apply of the Secrets first (when written), then the manifests."""
         yaml = [path for path in written if path.suffix in {".yaml", ".yml"}]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from builder.cluster.folder import RunFolder
     from builder.output import OutputFile
     from builder.preflight.probe import ProbeRequest
     from builder.preflight.report import Expected, Preflight
@@ -46,21 +47,25 @@ class SlurmScheduler(Scheduler):
         resolved: Resolved,
         *,
         image: str,
-        cluster_dir: Path,
+        folder: RunFolder,
         force: bool = False,  # noqa: ARG002 - a batch job keeps nothing from a run
         spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
         """The job script, the secret files it reads (0600, when launch.env holds
         secrets) and a README with the commands from here to the run."""
-        return job_files(resolved, image=image, cluster_dir=cluster_dir, spec_ref=spec_ref)
+        return job_files(resolved, image=image, folder=folder, spec_ref=spec_ref)
 
     def start_commands(
         self,
         resolved: Resolved,  # noqa: ARG002 - the files say it all
         written: Sequence[Path],
+        nodes: str | None,
     ) -> tuple[str, ...]:
-        """sbatch of the job script (the run folder's, or the file written alone)."""
+        """sbatch of the job script (the run folder's, at the path the nodes see it, or
+        the file written alone), on a machine of the cluster."""
         script = next((path for path in written if path.name == SCRIPT), written[0])
+        if nodes is not None and script.name == SCRIPT:
+            return (f"sbatch {shlex.quote(f'{nodes}/{SCRIPT}')}",)
         return (f"sbatch {shlex.quote(str(script))}",)
 
     def check_probe(self, request: ProbeRequest) -> None:
@@ -99,6 +104,7 @@ class SlurmScheduler(Scheduler):
             settings=request.settings,
             spec_ref=request.spec_ref,
             force=request.force,
+            node_dir=request.node_dir,
         )
         return ProbeOutput(written=tuple(written))
 

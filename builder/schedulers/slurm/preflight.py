@@ -18,7 +18,7 @@ import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from builder.cluster.folder import write_cluster_files
+from builder.cluster.folder import run_folder, write_cluster_files
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.contract import JOB_LOGS
 from builder.output import OutputFile, check_private
@@ -51,15 +51,22 @@ def slurm_probe(resolved: Resolved, folder: str, settings: Settings) -> Resolved
 
 
 def preflight_job_files(
-    resolved: Resolved, folder: Path, *, image: str, settings: Settings, spec_ref: str
+    resolved: Resolved,
+    folder: Path,
+    *,
+    image: str,
+    settings: Settings,
+    spec_ref: str,
+    node_dir: str | None = None,
 ) -> list[OutputFile]:
     """The probe's batch job: the scheduler's folder for the probe's stack, the probe's
     scripts in preflight/, and a README of the commands from here to the table."""
-    here = str(folder.resolve())
+    where = run_folder(folder, node_dir)  # the path the nodes see it at
+    here = where.nodes
     probe = slurm_probe(resolved, here, settings)
     files = [
         f
-        for f in job_files(probe, image=image, cluster_dir=folder, spec_ref=spec_ref)
+        for f in job_files(probe, image=image, folder=where, spec_ref=spec_ref)
         if f.path != README
     ]
     scripts = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
@@ -69,7 +76,7 @@ def preflight_job_files(
 The probe as the run's own batch job: the run's image, runtime, launcher, #SBATCH
 options, binds and environment, on the nodes of launch.nodes.
 
-1. Put this folder on storage every node sees, at this same path ({here}).
+1. Put this folder on storage every node sees, at {here}.
 2. Submit it: `sbatch {shlex.quote(here)}/{SCRIPT}`.
 3. Once it has ended, gather its nodes' output and judge it:
    `cat {logs}/JOBID/*.out > preflight.log`, then
@@ -87,10 +94,14 @@ def write_preflight_job(
     settings: Settings,
     spec_ref: str = "stack.yaml",
     force: bool = False,
+    node_dir: str | None = None,
 ) -> list[Path]:
-    """Write the probe's batch job folder (0700 when made here, all or nothing)."""
+    """Write the probe's batch job folder (0700 when made here, all or nothing), naming
+    it where the nodes see it (node_dir, else this machine's path)."""
     check_private(folder)
-    files = preflight_job_files(resolved, folder, image=image, settings=settings, spec_ref=spec_ref)
+    files = preflight_job_files(
+        resolved, folder, image=image, settings=settings, spec_ref=spec_ref, node_dir=node_dir
+    )
     return write_cluster_files(files, folder, force=force, secret=True)
 
 

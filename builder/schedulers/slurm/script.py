@@ -39,8 +39,8 @@ from builder.templating import HEADER, render_template
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from pathlib import Path
 
+    from builder.cluster.folder import RunFolder
     from builder.resolved import Resolved
 
 # Left for the batch shell to expand on the node, never quoted away.
@@ -116,13 +116,13 @@ README = "README.md"
 
 
 def job_files(
-    resolved: Resolved, *, image: str, cluster_dir: Path, spec_ref: str
+    resolved: Resolved, *, image: str, folder: RunFolder, spec_ref: str
 ) -> list[OutputFile]:
     """The job script, the secret files it reads (0600, when launch.env holds secrets)
-    and a README with the commands from here to the run (``Scheduler.materialize``)."""
-    here = str(cluster_dir.resolve())
-    script = sbatch_script(resolved, image=image, cluster_dir=here)
-    readme = _readme(resolved, image, here, spec_ref)
+    and a README with the commands from here to the run (``Scheduler.materialize``); both
+    name the folder where the nodes see it."""
+    script = sbatch_script(resolved, image=image, cluster_dir=folder.nodes)
+    readme = _readme(resolved, image, folder, spec_ref)
     return [
         OutputFile(SCRIPT, 0o755, script),
         OutputFile(README, 0o644, readme),
@@ -502,13 +502,21 @@ def _comment(text: str) -> str:
     return text
 
 
-def _readme(resolved: Resolved, image: str, here: str, spec_ref: str) -> str:
+def _readme(resolved: Resolved, image: str, run_folder: RunFolder, spec_ref: str) -> str:
     """The run folder's README: what is in it and the commands from here to the run."""
     spec, run, launcher = resolved.spec, resolved.runtime, resolved.launcher
     launch = spec.launch
+    here = run_folder.nodes
     logs = launch.logs or f"{here}/{JOB_LOGS}"
     nodes = len(hosts_from_nodes(launch.nodes, launch.slots))
     folder = shlex.quote(here)
+    given = shlex.quote(str(run_folder.here))
+    again = f" --node-dir {folder}" if run_folder.named else ""
+    copy = (
+        f"\n   (e.g. `rsync -a {given}/ LOGIN:{folder}/`, LOGIN a machine of the cluster)"
+        if run_folder.elsewhere
+        else " (this machine's path of it)"
+    )
     if run.pulls and not spec.launch.squashfs:
         ship = (
             f"`builder push {spec_ref}`: every node pulls the image from the registry in "
@@ -531,13 +539,14 @@ rank(s) each, as one batch job (`{SCRIPT}`).
 
 1. Build the image: `builder build {spec_ref}`.
 2. Put it where the nodes run it: {ship}.
-3. Put this folder on storage every node sees, at this same path ({here}):
-   the job script names it, and each node's task checks for it before it starts.
+3. Put this folder on storage every node sees, at {here}{copy}:
+   the job script names that path, and each node's task checks for it before it
+   starts.
 4. Submit the job from a login node: `sbatch {folder}/{SCRIPT}`.
    Watch it: `squeue --me`; each node's output: `{logs}/JOBID/NODE.out`.
    Stop it: `scancel JOBID` (srun stops every node's task).
 
-`builder bundle {spec_ref} --scheduler slurm -o {folder}` writes this folder again
+`builder bundle {spec_ref} --scheduler slurm -o {given}{again}` writes this folder again
 after a change to the stack; files you changed by hand are refused, not replaced.
 
 ## What is in it

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from builder.cluster.folder import run_folder
 from builder.cluster.ssh import Ssh
 from builder.contract import DSENV
 from builder.errors import UsageError
@@ -21,6 +22,7 @@ from builder.schedulers.ssh.preflight import ClusterPreflight, check_bundle_node
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from builder.cluster.folder import RunFolder
     from builder.output import OutputFile
     from builder.preflight.probe import ProbeRequest
     from builder.preflight.report import Expected, Preflight
@@ -41,32 +43,33 @@ class SshScheduler(Scheduler):
         resolved: Resolved,
         *,
         image: str,
-        cluster_dir: Path,
+        folder: RunFolder,
         force: bool = False,
         spec_ref: str = "stack.yaml",
     ) -> list[OutputFile]:
         """The bundle's files; an existing key is kept unless force (a new one would lock
         out running nodes)."""
-        return bundle_files(
-            resolved, image=image, cluster_dir=cluster_dir, force=force, spec_ref=spec_ref
-        )
+        return bundle_files(resolved, image=image, folder=folder, force=force, spec_ref=spec_ref)
 
-    def start_commands(self, resolved: Resolved, written: Sequence[Path]) -> tuple[str, ...]:
-        """The folder copied to every node at the same path, each node's arm of launch.sh
-        (in its own terminal: torchrun's stays in the foreground), then the launcher's."""
+    def start_commands(
+        self, resolved: Resolved, written: Sequence[Path], nodes: str | None
+    ) -> tuple[str, ...]:
+        """The folder copied to every node at the path the plan names (nodes), each node's
+        arm of launch.sh there (in its own terminal: torchrun's stays in the foreground),
+        then the launcher's."""
         script = next((path for path in written if path.name == LAUNCH_SH), None)
         if script is None:
             return ()
-        folder = shlex.quote(str(script.parent))
+        here = shlex.quote(str(script.parent))
+        there = shlex.quote(nodes or str(script.parent.resolve()))
         # the plan only for its steps: which nodes have an arm, which one launches
-        plan = launch_plan(resolved, image="IMAGE", cluster_dir=str(script.parent.resolve()))
+        plan = launch_plan(resolved, image="IMAGE", cluster_dir="/cluster")
         arms = dict.fromkeys(step.node for step in plan.steps if step.role != "launch")
-        nodes = plan.nodes
         return (
-            *each(nodes, lambda node: f"rsync -a {folder}/ {node}:{folder}/"),
-            *each(tuple(arms), lambda node: f"ssh {node} sh {folder}/{LAUNCH_SH} {node}"),
+            *each(plan.nodes, lambda node: f"rsync -a {here}/ {node}:{there}/"),
+            *each(tuple(arms), lambda node: f"ssh {node} sh {there}/{LAUNCH_SH} {node}"),
             *(
-                f"ssh {step.node} sh {folder}/{LAUNCH_SH} launch"
+                f"ssh {step.node} sh {there}/{LAUNCH_SH} launch"
                 for step in plan.of_role("launch")[:1]
             ),
         )
@@ -108,6 +111,7 @@ def _cluster(
         resolved,
         image=request.image,
         cluster_dir=request.cluster_dir or Path("cluster"),
+        node_dir=request.node_dir,
         settings=request.settings,
         ssh=Ssh(request.ssh_config),
         say=say,
@@ -127,7 +131,13 @@ def write_bundle(
     spec_ref: str = "stack.yaml",
     settings: bool = False,
 ) -> list[Path]:
-    """Write the ssh bundle (``Scheduler.write``): a refusal writes nothing."""
+    """Write the ssh bundle (``Scheduler.write``) into directory, which the nodes see at
+    the same path (or an earlier bundle's --node-dir): a refusal writes nothing."""
     return SCHEDULER.write(
-        resolved, directory, image=image, force=force, spec_ref=spec_ref, settings=settings
+        resolved,
+        run_folder(directory),
+        image=image,
+        force=force,
+        spec_ref=spec_ref,
+        settings=settings,
     )

@@ -35,8 +35,7 @@ from builder.launch.secrets import secret_files
 from builder.output import OutputFile
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from builder.cluster.folder import RunFolder
     from builder.resolved import Resolved
     from builder.spec.records import Spec
 
@@ -46,12 +45,13 @@ PLAN = "plan.json"
 
 
 def bundle_files(
-    resolved: Resolved, *, image: str, cluster_dir: Path, force: bool, spec_ref: str
+    resolved: Resolved, *, image: str, folder: RunFolder, force: bool, spec_ref: str
 ) -> list[OutputFile]:
-    """The bundle's files (``Scheduler.materialize``); an existing key is kept unless force
-    (a new one would lock out running nodes)."""
+    """The bundle's files (``Scheduler.materialize``): the plan and README name the folder
+    where the nodes see it; an existing key (read here) is kept unless force (a new one
+    would lock out running nodes)."""
     spec = resolved.spec
-    directory = str(cluster_dir.resolve())
+    cluster_dir, directory = folder.here, folder.nodes
     plan = launch_plan(resolved, image=image, cluster_dir=directory)
     hosts = run_hosts(spec.launch)
     port = spec.image.ssh.port
@@ -61,7 +61,7 @@ def bundle_files(
         OutputFile(DSENV, 0o644, dsenv_for(resolved, {}, None)),
         OutputFile(LAUNCH_SH, 0o755, launch_script(plan, directory, needed, at=LAUNCH_SH)),
         OutputFile(PLAN, 0o644, json.dumps(plan.as_data(), indent=2) + "\n"),
-        OutputFile("README.md", 0o644, _readme(resolved, image, plan, cluster_dir, spec_ref)),
+        OutputFile("README.md", 0o644, _readme(resolved, image, plan, folder, spec_ref)),
         OutputFile(NODE_SSH_CONFIG, 0o644, node_ssh_config([h.name for h in hosts], port)),
         OutputFile(SSH_CONFIG, 0o600, host_ssh_config(cluster_dir, port)),
         *kept_or_new(cluster_dir, comment=f"builder-{spec.name}", force=force),
@@ -309,13 +309,15 @@ def _host_checks(paths: tuple[str, ...], words: _Words) -> list[str]:
 
 
 def _readme(
-    resolved: Resolved, image: str, plan: LaunchPlan, cluster_dir: Path, spec_ref: str
+    resolved: Resolved, image: str, plan: LaunchPlan, run_folder: RunFolder, spec_ref: str
 ) -> str:
     spec, run = resolved.spec, resolved.runtime
     nodes = ", ".join(spec.launch.nodes)
     first = plan.nodes[0]
-    folder = cluster_dir.name or "cluster"
-    here = shlex.quote(str(cluster_dir.resolve()))
+    folder = run_folder.here.name or "cluster"
+    there = shlex.quote(run_folder.nodes)  # where the nodes see it
+    here = shlex.quote(str(run_folder.here))  # as the command was given it
+    again = f" --node-dir {there}" if run_folder.named else ""
     ref, slots = spec_ref, spec.launch.slots
     if run.pulls:
         ship = (
@@ -348,17 +350,18 @@ Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} s
 1. Build the image: `builder build {ref}`.
 2. Put it where the nodes run it:
 {ship}
-3. Copy this folder to every node, at the same path on each (or keep it on shared
-   storage), e.g. `rsync -a {here}/ {first}:{here}/`; launch.sh finds the folder
-   from its own location.
+3. Copy this folder to every node at {there}, the path plan.json names (or keep it
+   there on shared storage), e.g. `rsync -a {here}/ {first}:{there}/`; launch.sh
+   finds the folder from its own location.
 4. Prove the nodes before the run (GPUs, links, all-reduce, stragglers):
-   `builder preflight {ref} --cluster-dir {here}`.
+   `builder preflight {ref} --cluster-dir {here}` (it writes its probe here and
+   runs it from {there} on the nodes).
 5. Run it:
 {start}
    Ctrl-C on that launch.sh (or `sh launch.sh stop` on {first}) stops every rank on
    every node.{down}
 
-`builder bundle {ref} --cluster-dir {here}` writes this folder again (after a change
+`builder bundle {ref} --cluster-dir {here}{again}` writes this folder again (after a change
 to the stack) and keeps its keys; files you changed by hand are refused, not replaced.
 
 ## What is in it

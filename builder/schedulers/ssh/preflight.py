@@ -14,10 +14,13 @@ stopped and removed, on failure and on Ctrl-C too.
 
 from __future__ import annotations
 
+import shlex
 import time
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from builder import architectures
+from builder.cluster.folder import run_folder
 from builder.cluster.hostfile import read_hostfile, run_hosts
 from builder.cluster.ssh import Nodes, Ssh, reach
 from builder.contract import HOSTFILE
@@ -86,6 +89,7 @@ class ClusterPreflight:
         *,
         image: str,
         cluster_dir: Path,
+        node_dir: str | None = None,
         settings: Settings,
         ssh: Ssh,
         say: Callable[[str], None] = lambda _: None,
@@ -95,13 +99,15 @@ class ClusterPreflight:
         self.engine = engine
         self.spec = resolved.spec
         self.image = image
-        self.folder = cluster_dir.resolve()
+        self.where = run_folder(cluster_dir, node_dir)
+        self.folder = cluster_dir.resolve()  # where the probe is written, here
+        self.there = PurePosixPath(self.where.nodes)  # and where the nodes run it from
         self.settings = settings
         self.say = say
         self.nodes = Nodes(ssh, say)
-        self.probe = preflight_stack(resolved, str(self.folder), settings)
-        self.plan: LaunchPlan = launch_plan(self.probe, image=image, cluster_dir=str(self.folder))
-        self.script = str(self.folder / FOLDER / "launch.sh")
+        self.probe = preflight_stack(resolved, str(self.there), settings)
+        self.plan: LaunchPlan = launch_plan(self.probe, image=image, cluster_dir=str(self.there))
+        self.script = str(self.there / FOLDER / "launch.sh")
         self.phases: list[tuple[str, float]] = []
         self._clock = time.monotonic()
 
@@ -112,13 +118,13 @@ class ClusterPreflight:
             check_bundle(self.spec, self.folder)
         else:
             written += self.resolved.scheduler.write(
-                self.resolved, self.folder, image=self.image, force=False
+                self.resolved, self.where, image=self.image, force=False
             )
             self.say(
-                f"wrote the bundle to {self.folder}: every node needs it at this path "
+                f"wrote the bundle to {self.folder}: every node needs it at {self.there} "
                 "(shared storage, or copy it)"
             )
-        script = launch_script(self.plan, str(self.folder), needed_files(self.spec))
+        script = launch_script(self.plan, str(self.there), needed_files(self.spec))
         files = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
         files.append(OutputFile(f"{FOLDER}/launch.sh", 0o755, script))
         # readable to the containers' user: the probe holds no secret
@@ -154,7 +160,7 @@ class ClusterPreflight:
             self._cleanup_once_more()
             raise
         result = judge(output, self.expected(), faults)
-        result.settings = {**self.settings.as_data(), "where": str(self.folder)}
+        result.settings = {**self.settings.as_data(), "where": str(self.there)}
         result.phases = self.phases
         return result
 
@@ -215,17 +221,21 @@ class ClusterPreflight:
         return (known.platform,) if known else ()
 
     def check_folder(self) -> None:
-        """Every node sees the probe's folder at the cluster folder's path."""
-        probe = str(self.folder / FOLDER / PROBE)
+        """Every node sees the probe's folder where the bundle says the nodes see the
+        cluster folder (--node-dir; else this machine's path)."""
+        probe = str(self.there / FOLDER / PROBE)
         answers = self.nodes.run(
             dict.fromkeys(self.plan.nodes, ("test", "-r", probe)), STEP_TIMEOUT
         )
         missing = [node for node, (code, _) in answers.items() if code != 0]
         if missing:
+            there = shlex.quote(str(self.there))
             raise UsageError(
-                f"{', '.join(missing)}: {probe} is not there. The cluster folder must be on every "
-                f"node at the same path: keep {self.folder} on shared storage, or copy it to "
-                "each node (e.g. `rsync -a FOLDER/ NODE:FOLDER/`) and run preflight again"
+                f"{', '.join(missing)}: {probe} is not there. The cluster folder must be on "
+                f"every node at {self.there}: keep it there on shared storage, or copy it to "
+                f"each node (e.g. `rsync -a {shlex.quote(str(self.folder))}/ "
+                f"{missing[0]}:{there}/`) and run preflight again",
+                field="--cluster-dir",
             )
 
     def _job(self) -> tuple[str, list[Finding]]:
