@@ -253,9 +253,13 @@ def bundle(
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     warn(resolved, reference)
-    given = [cluster_dir / path.name for path in written]  # the folder as given
+    as_given = [cluster_dir / path.name for path in written]  # the folder as given
     after = site.next_commands(
-        resolved, given, spec_ref=ref, image=reference, nodes=folder.nodes if folder else None
+        resolved,
+        as_given,
+        spec_ref=ref,
+        image=reference,
+        nodes=folder.nodes if folder else None,
     )
     set_result(files_result(written, say_next(after)))
 

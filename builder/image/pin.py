@@ -96,6 +96,13 @@ def read_pin(spec_path: Path) -> Pushed | None:
     return Pushed(reference, digest, dict(platforms))
 
 
+def of_spec(spec: Spec, image: str) -> bool:
+    """image is the spec's own: its name:tag, or that name pinned by a digest (what
+    `builder build SPEC` makes and `builder push SPEC` pushes); else another one, given
+    with --image."""
+    return image == f"{spec.image.name}:{spec.image.tag}" or image.startswith(f"{spec.image.name}@")
+
+
 def image_for(spec: Spec, spec_path: Path | None, image: str | None) -> str:
     """The image a plan names: --image as given; else the spec's name:tag, pinned by the
     digest its last push recorded when that push was of this name:tag."""

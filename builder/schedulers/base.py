@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from builder.cluster.folder import NODE_DIR, check_rewrite, write_cluster_files
 from builder.errors import UsageError
+from builder.image.pin import of_spec
 from builder.output import check_private
 
 if TYPE_CHECKING:
@@ -137,8 +138,8 @@ class Scheduler(ABC):
     ) -> tuple[str, ...]:
         """The exact commands that come after writing these files for this site (paths
         here as the command was given them; nodes: the path the nodes see their folder
-        at, when they read one): the image built and put where the nodes get it, then the
-        run started. The writing command prints them; nothing written: none."""
+        at, when they read one): the image built and put where the nodes get it, then
+        the run started. The writing command prints them; nothing written: none."""
         if not written:
             return ()
         return (
@@ -204,17 +205,44 @@ class Scheduler(ABC):
         raise UsageError(f"--scheduler {self.name} has no preflight yet", field="--scheduler")
 
 
+def build_command(resolved: Resolved, *, spec_ref: str, image: str) -> str | None:
+    """`builder build` of the image the run names: the spec's, or another one (--image)
+    under its own name; None for another one pinned by a digest (a registry holds it,
+    nothing here can build those bytes)."""
+    if of_spec(resolved.spec, image):
+        return f"builder build {spec_ref}"
+    return None if "@" in image else f"builder build {spec_ref} -t {shlex.quote(image)}"
+
+
+def build_step(resolved: Resolved, *, spec_ref: str, image: str) -> str:
+    """A README's first step: the build, or why there is none."""
+    build = build_command(resolved, spec_ref=spec_ref, image=image)
+    if build is None:
+        return "The image is pinned by its digest: a registry holds it, nothing to build."
+    return f"Build the image: `{build}`."
+
+
+def image_words(resolved: Resolved, image: str) -> str:
+    """What `builder push` and `ship` are told of the image: nothing for the spec's own,
+    else --image."""
+    return "" if of_spec(resolved.spec, image) else f" --image {shlex.quote(image)}"
+
+
 def image_commands(resolved: Resolved, *, spec_ref: str, image: str) -> tuple[str, ...]:
     """The image built, then put where the runtime's nodes get it: the file they read
-    made (a SIF, a squashfs named by the spec), or the image pushed to its registry."""
+    made (a SIF, a squashfs named by the spec), or the image pushed to its registry
+    (an image given pinned by a digest is there already: neither built nor pushed)."""
     run = resolved.runtime
     if not run.runs_image:
         return ()
-    built = f"builder build {spec_ref}"
+    build = build_command(resolved, spec_ref=spec_ref, image=image)
+    built = (build,) if build else ()
     found = run.node_file(resolved.spec, image)
     if found is not None and found.path is not None:
-        return (built, f"{found.maker} {shlex.quote(image)} -o {shlex.quote(found.path)}")
-    return (built, f"builder push {spec_ref}") if run.pulls else (built,)
+        return (*built, f"{found.maker} {shlex.quote(image)} -o {shlex.quote(found.path)}")
+    if not run.pulls or not built:
+        return built
+    return (*built, f"builder push {spec_ref}{image_words(resolved, image)}")
 
 
 SHOWN_NODES = 4

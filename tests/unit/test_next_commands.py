@@ -68,7 +68,10 @@ def test_torchrun_has_no_launch_arm_and_many_nodes_are_summed_up(tmp_path: Path)
     ("runtime", "shipped"),
     [
         ("apptainer", "builder sif builder/cpu-deepspeed:latest -o cpu-deepspeed-latest.sif"),
-        ("pyxis", "builder push --preset cpu-deepspeed"),
+        (
+            "pyxis",
+            "builder push --preset cpu-deepspeed --image registry.example.com/team/train:1.0",
+        ),
         ("none", None),
     ],
 )
@@ -80,8 +83,46 @@ def test_a_slurm_script_says_ship_then_sbatch(
     if runtime == "pyxis":  # enroot pulls it: from a registry
         args += ["--image", "registry.example.com/team/train:1.0"]
     lines = said_next(*args)
-    ships = [] if shipped is None else ["builder build --preset cpu-deepspeed", shipped]
+    built = "builder build --preset cpu-deepspeed"
+    if runtime == "pyxis":
+        built += " -t registry.example.com/team/train:1.0"
+    ships = [] if shipped is None else [built, shipped]
     assert lines == [*ships, f"sbatch {script}"]
+
+
+def test_an_image_given_is_built_and_pushed_under_its_own_name(tmp_path: Path) -> None:
+    image = "registry.example.com/team/train:1.0"
+    lines = said_next("bundle", "-p", "cpu-deepspeed", "-o", str(tmp_path / "a"), "--image", image)
+    assert lines[:2] == [
+        f"builder build --preset cpu-deepspeed -t {image}",
+        f"builder push --preset cpu-deepspeed --image {image}",
+    ]
+    # one pinned by a digest is in a registry already: nothing to build or push
+    pinned = "registry.example.com/team/train@sha256:" + "a" * 64
+    lines = said_next("bundle", "-p", "cpu-deepspeed", "-o", str(tmp_path / "b"), "--image", pinned)
+    assert not any(line.startswith(("builder build", "builder push")) for line in lines)
+    assert lines[0].startswith("rsync -a ")
+
+
+@pytest.mark.parametrize("site", ["ssh", "slurm", "kubernetes"])
+def test_each_readme_says_the_same_build_and_push_as_next(tmp_path: Path, site: str) -> None:
+    image = "registry.example.com/team/train:1.0"
+    for given, folder in ((image, tmp_path / "given"), (None, tmp_path / "own")):
+        args = ["bundle", "-p", "cpu-deepspeed", "--scheduler", site, "-o", str(folder)]
+        lines = said_next(*args, *(("--image", given) if given else ()))
+        readme = (folder / "README.md").read_text()
+        shown = {part for i, part in enumerate(readme.split("`")) if i % 2}
+        for line in lines:
+            if line.startswith(("builder build", "builder push")):
+                assert line in shown, (line, readme)
+    pinned = "registry.example.com/team/train@sha256:" + "b" * 64
+    folder = tmp_path / "pinned"
+    said_next(
+        "bundle", "-p", "cpu-deepspeed", "--scheduler", site, "-o", str(folder), "--image", pinned
+    )
+    readme = (folder / "README.md").read_text()
+    assert "builder build" not in readme
+    assert "builder push" not in readme
 
 
 def test_kubernetes_says_apply_secrets_first_and_json_carries_it(tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.runtimes import docker
 from builder.launch.secrets import SECRET_MODE, secret_env
 from builder.output import OutputFile
+from builder.schedulers.base import image_commands
 from builder.schedulers.kubernetes.section import DNS_1035, KUBERNETES_JOBS, Kubernetes
 
 if TYPE_CHECKING:
@@ -1073,6 +1074,8 @@ def _readme(resolved: Resolved, image: str, spec_ref: str) -> str:
         if secrets
         else ""
     )
+    commands = image_commands(resolved, spec_ref=spec_ref, image=image)
+    pushed = ", then ".join(f"`{c}`" for c in commands) or "pinned by its digest, it is there"
     return f"""# Kubernetes run: {name}
 
 Image `{image}`, {resolved.launcher.name} as a {kind}.
@@ -1080,8 +1083,7 @@ Image `{image}`, {resolved.launcher.name} as a {kind}.
 ## From here to the run
 
 1. The cluster needs {operator} installed.
-2. Build the image and push it to a registry every node pulls from:
-   `builder build {spec_ref}`, then `builder push {spec_ref}`.
+2. The image, in a registry every node pulls from: {pushed}.
 3. Start the run: `{apply}`.
 4. Watch it: `kubectl get{ns} {resource}` and `kubectl get{ns} pods -l {selector}`;
    its logs: `kubectl logs{ns} -l {selector} --prefix --tail=-1`.

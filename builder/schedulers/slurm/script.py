@@ -33,6 +33,7 @@ from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
+from builder.schedulers.base import build_command, build_step, image_words
 from builder.schedulers.slurm.section import Slurm
 from builder.spec.records import ENV_NAME
 from builder.templating import HEADER, render_template
@@ -517,10 +518,12 @@ def _readme(resolved: Resolved, image: str, run_folder: RunFolder, spec_ref: str
         if run_folder.elsewhere
         else " (this machine's path of it)"
     )
-    if run.pulls and not spec.launch.squashfs:
+    if run.pulls and build_command(resolved, spec_ref=spec_ref, image=image) is None:
+        ship = "every node pulls it by that digest"
+    elif run.pulls and not spec.launch.squashfs:
         ship = (
-            f"`builder push {spec_ref}`: every node pulls the image from the registry in "
-            "image.name (pinned by the digest push records)"
+            f"`builder push {spec_ref}{image_words(resolved, image)}`: every node pulls the "
+            "image from its registry (pinned by the digest push records)"
         )
     else:
         ship = run.not_shipped or "the nodes run the image as it is"
@@ -537,7 +540,7 @@ rank(s) each, as one batch job (`{SCRIPT}`).
 
 ## From here to the run
 
-1. Build the image: `builder build {spec_ref}`.
+1. {build_step(resolved, spec_ref=spec_ref, image=image)}
 2. Put it where the nodes run it: {ship}.
 3. Put this folder on storage every node sees, at {here}{copy}:
    the job script names that path, and each node's task checks for it before it

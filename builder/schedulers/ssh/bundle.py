@@ -33,6 +33,7 @@ from builder.launch.actions import ContainerRemove
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
+from builder.schedulers.base import build_command, build_step, image_words
 
 if TYPE_CHECKING:
     from builder.cluster.folder import RunFolder
@@ -319,11 +320,14 @@ def _readme(
     here = shlex.quote(str(run_folder.here))  # as the command was given it
     again = f" --node-dir {there}" if run_folder.named else ""
     ref, slots = spec_ref, spec.launch.slots
-    if run.pulls:
+    words = image_words(resolved, image)
+    if run.pulls and build_command(resolved, spec_ref=ref, image=image) is None:
+        ship = "   every node pulls it by that digest."
+    elif run.pulls:
         ship = (
-            f"   `builder push {ref}` (to the registry in image.name, which every node pulls "
-            f"from; it records the digest), or `builder ship {ref}` (docker save here, "
-            "docker load on each node over ssh: no registry)."
+            f"   `builder push {ref}{words}` (to its registry, which every node pulls "
+            f"from; it records the digest), or `builder ship {ref}{words}` (docker save "
+            "here, docker load on each node over ssh: no registry)."
         )
     else:
         ship = f"   {run.name}: {run.not_shipped}."
@@ -347,7 +351,7 @@ Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} s
 
 ## From here to the run
 
-1. Build the image: `builder build {ref}`.
+1. {build_step(resolved, spec_ref=ref, image=image)}
 2. Put it where the nodes run it:
 {ship}
 3. Copy this folder to every node at {there}, the path plan.json names (or keep it
