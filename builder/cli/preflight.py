@@ -26,7 +26,7 @@ from builder import (
     scheduler_names,
 )
 from builder.cli.app import app, say_error
-from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, set_result
+from builder.cli.envelope import JsonOpt, files_result, refuse_stdout, say_next, set_result
 
 # typer resolves the annotations at run time, so these stay real imports
 from builder.cli.options import (
@@ -220,7 +220,7 @@ def shown(outcome: ProbeOutput, output: Path | None, *, force: bool, as_json: bo
     if outcome.written:
         for path in outcome.written:
             typer.echo(f"wrote {path}", err=True)
-        set_result(files_result(list(outcome.written)))
+        set_result(files_result(list(outcome.written), say_next(outcome.next)))
         return
     text = outcome.text or ""
     if outcome.data is not None:  # a plan: printed, its data the --json result

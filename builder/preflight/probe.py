@@ -85,6 +85,11 @@ class Settings:
     def as_data(self) -> dict[str, object]:
         return {"quick": self.quick, "budget": self.seconds, "threshold": self.threshold}
 
+    def judged_words(self) -> str:
+        """What `builder preflight --from-log` must be given to judge as these settings
+        would (the threshold; the budget only shaped the run)."""
+        return "" if self.threshold == THRESHOLD else f" --threshold {self.threshold:g}"
+
 
 @dataclass(frozen=True)
 class ProbeRequest:
@@ -125,6 +130,8 @@ class ProbeOutput:
     written: tuple[Path, ...] = ()
     text: str | None = None
     data: object = None
+    next: tuple[str, ...] = ()
+    """The commands from the written job to its judged table (``next:``)."""
 
 
 def probe_args(

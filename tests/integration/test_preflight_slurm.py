@@ -13,10 +13,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builder import platforms
+from builder.cluster.folder import RunFolder
+from builder.contract import CLUSTER_DIR
 from builder.engine import connect
-from builder.preflight.probe import Settings
+from builder.fabrics import NONE
+from builder.preflight.probe import Settings, expected_of
 from builder.preflight.rehearsal import RehearsedPreflight
+from builder.preflight.report import judge_log
 from builder.resolved import resolve
+from builder.schedulers.slurm.preflight import probe_commands
 from builder.spec.loader import load_preset
 from tests.integration.conftest import install_wheel
 from tests.integration.images import IMAGE
@@ -68,3 +74,43 @@ def test_a_node_whose_packages_drifted_is_named_under_slurm(other_einops: Path) 
     drifted = [what for node, what in named if "environment differs" in what]
     assert drifted == ["environment differs: python package einops 0.8.1 (on node1: 0.8.2)"]
     assert {node for node, _ in named} == {"node2"}
+
+
+@pytest.mark.usefixtures("clean")
+def test_the_commands_printed_for_the_probe_job_run_as_printed_on_a_real_slurm() -> None:
+    """What `preflight --scheduler slurm --dry-run -o` prints next (and its README says):
+    sbatch --parsable --wait, then each node's output gathered by the job's id, pasted
+    into a shell on the rehearsal's real Slurm, against the folder as its nodes see it
+    (CLUSTER_DIR; this machine's is elsewhere), and judged."""
+    with RehearsedPreflight(
+        resolve(one_slot(), scheduler_name="slurm"),
+        image=IMAGE,
+        engine=connect(),
+        nodes=2,
+        settings=LENIENT,
+    ) as run:
+        run.up()
+        rehearsal = run.rehearsal
+        session = rehearsal.session
+        folder = RunFolder(session.folder, CLUSTER_DIR)
+        submit, gather, judge = probe_commands(
+            rehearsal.workload.resolved, folder, LENIENT, "stack.yaml"
+        )
+        assert judge.endswith("--from-log preflight.log --threshold 0.75")
+        code, out = session.engine.exec(
+            rehearsal.strategy.controller,  # type: ignore[union-attr]
+            ["bash", "-c", f"cd {CLUSTER_DIR}\n{submit}\n{gather}"],
+        )
+        assert code == 0, out
+        log = (session.folder / "preflight.log").read_text()
+        expected = expected_of(
+            platforms.stand_in_of(run.rehearsal.workload.resolved.platform),
+            ("node1", "node2"),
+            1,
+            fabric=NONE,
+            env=rehearsal.workload.resolved.run_environment(),
+            settings=LENIENT,
+        )
+    result = judge_log(log, expected, {})
+    assert [(row.node, row.ranks) for row in result.nodes] == [("node1", 1), ("node2", 1)]
+    assert not [f for f in result.findings if f.severity == "fail"], result.findings

@@ -166,3 +166,63 @@ def test_kubernetes_warns_of_an_image_no_node_can_pull(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (f"warning: image {image} names no registry" in result.stderr) == warned
+
+
+def test_a_probe_job_written_says_submit_gather_and_judge(tmp_path: Path) -> None:
+    folder = tmp_path / "probe"
+    args = ["preflight", "-p", "cpu-deepspeed", "--scheduler", "slurm", "--dry-run"]
+    lines = said_next(*args, "-o", str(folder), "--node-dir", "/shared/probe", "--quick")
+    assert lines == [
+        "job=$(sbatch --parsable --wait /shared/probe/job.sbatch)",
+        'cat /shared/probe/logs/"${job%%;*}"/*.out > preflight.log',
+        "builder preflight --preset cpu-deepspeed --scheduler slurm --from-log preflight.log",
+    ]
+    readme = (folder / "README.md").read_text()
+    assert all(f"`{line}`" in readme for line in lines)
+    # the shell reads the gathering line as one command with its redirection
+    assert shlex.split(lines[1]) == [
+        "cat",
+        "/shared/probe/logs/${job%%;*}/*.out",
+        ">",
+        "preflight.log",
+    ]
+
+
+def test_a_probe_trainjob_written_says_apply_wait_logs_judge_delete(tmp_path: Path) -> None:
+    output = tmp_path / "probe.yaml"
+    args = ["preflight", "-p", "cpu-deepspeed", "--scheduler", "kubernetes", "--dry-run"]
+    lines = said_next(*args, "-o", str(output), "--threshold", "0.5")
+    files = f"-f {tmp_path / 'probe.secrets.yaml'} -f {output}"
+    name = "cpu-deepspeed-preflight"
+    assert lines == [
+        f"kubectl apply {files}",
+        f"kubectl wait --for=condition=Complete trainjob/{name} --timeout=30m",
+        f"kubectl logs -l jobset.sigs.k8s.io/jobset-name={name} --prefix --tail=-1 "
+        "--max-log-requests=5 > preflight.log",
+        "builder preflight --preset cpu-deepspeed --scheduler kubernetes --from-log "
+        "preflight.log --threshold 0.5",
+        f"kubectl delete {files}",
+    ]
+
+
+def test_a_pytorchjob_probe_is_waited_for_as_its_operator_says(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "preflight",
+            "-p",
+            "cuda-torchrun",
+            "--scheduler",
+            "kubernetes",
+            "--dry-run",
+            "--job",
+            "pytorchjob",
+            "-o",
+            str(tmp_path / "probe.yaml"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    said = result.stderr
+    assert "--for=condition=Succeeded pytorchjob/" in said
+    assert "-l training.kubeflow.org/job-name=" in said
+    assert "--from-log preflight.log --job pytorchjob" in said

@@ -153,7 +153,7 @@ def test_the_slurm_probe_job_is_written_for_nodes_elsewhere(tmp_path: Path) -> N
     script = (folder / "job.sbatch").read_text()
     assert f"{NODES}/preflight" in script
     assert str(tmp_path) not in script
-    assert f"`sbatch {NODES}/job.sbatch`" in (folder / "README.md").read_text()
+    assert f"sbatch --parsable --wait {NODES}/job.sbatch" in (folder / "README.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def test_the_probe_is_the_runs_own_batch_job(tmp_path: Path) -> None:
     assert "--matmul 512 --copy-bytes 67108864 --sweep 4096:67108864 --link-bytes 8388608" in job
     subprocess.run([real_tool("shellcheck"), str(folder / "job.sbatch")], check=True)
     readme = (folder / "README.md").read_text()
-    assert f"sbatch {here}/job.sbatch" in readme
+    assert f"sbatch --parsable --wait {here}/job.sbatch" in readme
     assert "--scheduler slurm --from-log preflight.log" in readme
 
 

@@ -20,6 +20,7 @@ from builder.schedulers.kubernetes.manifests import (
 from builder.schedulers.kubernetes.preflight import (
     kubernetes_expected,
     preflight_manifests_text,
+    probe_commands,
     write_preflight_manifests,
 )
 from builder.schedulers.kubernetes.section import Kubernetes
@@ -83,11 +84,8 @@ class KubernetesScheduler(Scheduler):
         nodes: str | None,  # noqa: ARG002 - the nodes never read the folder
     ) -> tuple[str, ...]:
         """kubectl apply of the Secrets first (when written), then the manifests."""
-        yaml = [path for path in written if path.suffix in {".yaml", ".yml"}]
-        secrets = [path for path in yaml if path.name.endswith(SECRETS_SUFFIX)]
-        manifests = [path for path in yaml if path not in secrets]
-        files = " ".join(f"-f {shlex.quote(str(path))}" for path in (*secrets, *manifests))
-        return (f"kubectl apply {files}",) if manifests else ()
+        files = _kubectl_files(written)
+        return (f"kubectl apply {files}",) if files else ()
 
     def check_probe(self, request: ProbeRequest) -> None:
         """builder runs no kubectl: the probe's manifests are written (--dry-run)."""
@@ -126,7 +124,22 @@ class KubernetesScheduler(Scheduler):
             job=request.job,
             force=request.force,
         )
-        return ProbeOutput(written=tuple(written))
+        files = _kubectl_files(written)
+        if not files:
+            return ProbeOutput(written=tuple(written))
+        after = probe_commands(resolved, files, request.settings, request.job, request.spec_ref)
+        return ProbeOutput(written=tuple(written), next=after)
+
+
+def _kubectl_files(written: Sequence[Path]) -> str:
+    """kubectl's -f options for the files written: the Secrets first, then the manifests
+    that read them; nothing when no manifest was written."""
+    yaml = [path for path in written if path.suffix in {".yaml", ".yml"}]
+    secrets = [path for path in yaml if path.name.endswith(SECRETS_SUFFIX)]
+    manifests = [path for path in yaml if path not in secrets]
+    if not manifests:
+        return ""
+    return " ".join(f"-f {shlex.quote(str(path))}" for path in (*secrets, *manifests))
 
 
 SCHEDULER = KubernetesScheduler()

@@ -1043,25 +1043,61 @@ def _strings(value: object) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class Watch:
+    """How kubectl finds a run's job and its pods."""
+
+    operator: str
+    """What the cluster needs installed for the job kind."""
+    resource: str
+    """kind/name, as kubectl get, wait and delete take it."""
+    selector: str
+    """The label every pod of the job carries (kubectl logs -l)."""
+    done: str
+    """The job's condition once it has ended well (kubectl wait --for=condition=)."""
+    ns: str
+    """' -n NAMESPACE', or nothing for the context's namespace."""
+    pods: int
+    """How many pods the job runs (a launcher pod included)."""
+
+
+def watch_of(resolved: Resolved, job: str | None = None) -> Watch:
+    """The run's job as kubectl finds it: a PyTorchJob (kubeflow.org/v1: condition
+    Succeeded, pods labelled training.kubeflow.org/job-name) or a TrainJob (Trainer
+    v2: condition Complete, pods of its JobSet)."""
+    name = resolved.spec.name
+    namespace = resolved.spec.launch.section(Kubernetes).namespace
+    ns = f" -n {namespace}" if namespace else ""
+    kind = job_kind(resolved, job)
+    pods = len(pod_hosts(resolved, kind)) + 1
+    if kind == PYTORCHJOB:
+        return Watch(
+            "Kubeflow's Training Operator (kubeflow.org/v1 PyTorchJob)",
+            f"pytorchjob/{name}",
+            f"training.kubeflow.org/job-name={name}",
+            "Succeeded",
+            ns,
+            pods,
+        )
+    return Watch(
+        "Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob and TrainingRuntime) "
+        "with its JobSet controller",
+        f"trainjob/{name}",
+        f"jobset.sigs.k8s.io/jobset-name={name}",
+        "Complete",
+        ns,
+        pods,
+    )
+
+
 def _readme(resolved: Resolved, image: str, spec_ref: str) -> str:
     """The run folder's README: what the cluster needs, and the commands from here to the
     run, its logs and its end."""
     spec = resolved.spec
     kind = job_kind(resolved)
     name = spec.name
-    namespace = spec.launch.section(Kubernetes).namespace
-    ns = f" -n {namespace}" if namespace else ""
-    if kind == PYTORCHJOB:
-        operator = "Kubeflow's Training Operator (kubeflow.org/v1 PyTorchJob)"
-        selector = f"training.kubeflow.org/job-name={name}"
-        resource = f"pytorchjob/{name}"
-    else:
-        operator = (
-            "Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob and "
-            "TrainingRuntime) with its JobSet controller"
-        )
-        selector = f"jobset.sigs.k8s.io/jobset-name={name}"
-        resource = f"trainjob/{name}"
+    watch = watch_of(resolved)
+    operator, selector, resource, ns = watch.operator, watch.selector, watch.resource, watch.ns
     secrets = needs_secrets(resolved)
     apply = (
         f"kubectl apply{ns} -f {SECRETS} -f {MANIFEST}"

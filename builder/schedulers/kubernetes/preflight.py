@@ -25,9 +25,13 @@ from builder.schedulers.kubernetes.manifests import (
     job_kind,
     kubernetes_text,
     pod_hosts,
+    watch_of,
     write_kubernetes,
 )
 from builder.schedulers.kubernetes.section import Kubernetes
+
+LOG_REQUESTS = 5
+"""kubectl logs' own --max-log-requests: a selector over more pods needs it raised."""
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,4 +95,23 @@ def kubernetes_expected(resolved: Resolved, settings: Settings, job: str | None 
         fabric=resolved.fabric.name,
         env=resolved.run_environment(),
         settings=settings,
+    )
+
+
+def probe_commands(
+    resolved: Resolved, files: str, settings: Settings, job: str | None, spec_ref: str
+) -> tuple[str, ...]:
+    """The probe's job applied (files: kubectl's -f options), waited for, its pods' logs
+    gathered and judged, then deleted: what ``next:`` gives, as the how-to's steps."""
+    watch = watch_of(kubernetes_probe(resolved, settings), job)
+    ns, judged = watch.ns, " --job " + job if job else ""
+    return (
+        f"kubectl apply {files}",
+        f"kubectl wait{ns} --for=condition={watch.done} {watch.resource} --timeout=30m",
+        f"kubectl logs{ns} -l {watch.selector} --prefix --tail=-1 "
+        f"--max-log-requests={max(LOG_REQUESTS, watch.pods)} > preflight.log",
+        f"builder preflight {spec_ref} --scheduler kubernetes --from-log preflight.log"
+        + judged
+        + settings.judged_words(),
+        f"kubectl delete {files}",
     )

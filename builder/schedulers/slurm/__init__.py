@@ -7,10 +7,11 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from builder.cluster.folder import run_folder
 from builder.errors import UsageError
 from builder.preflight.probe import ProbeOutput
 from builder.schedulers.base import Scheduler, check_job_probe, refuse_job_kind
-from builder.schedulers.slurm.preflight import slurm_expected, write_preflight_job
+from builder.schedulers.slurm.preflight import probe_commands, slurm_expected, write_preflight_job
 from builder.schedulers.slurm.script import BATCH_LAUNCHER, SCRIPT, job_files
 from builder.schedulers.slurm.section import Slurm
 
@@ -106,7 +107,11 @@ class SlurmScheduler(Scheduler):
             force=request.force,
             node_dir=request.node_dir,
         )
-        return ProbeOutput(written=tuple(written))
+        if not written:
+            return ProbeOutput()
+        folder = run_folder(request.output, request.node_dir)
+        after = probe_commands(resolved, folder, request.settings, request.spec_ref)
+        return ProbeOutput(written=tuple(written), next=after)
 
 
 SCHEDULER = SlurmScheduler()

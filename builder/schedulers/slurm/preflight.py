@@ -30,6 +30,7 @@ from builder.schedulers.slurm.section import Slurm
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from builder.cluster.folder import RunFolder
     from builder.preflight.probe import Settings
     from builder.preflight.report import Expected
     from builder.resolved import Resolved
@@ -70,20 +71,35 @@ def preflight_job_files(
         if f.path != README
     ]
     scripts = [OutputFile(f"{FOLDER}/{name}", 0o644, payload_text(name)) for name in FILES]
-    logs = probe.spec.launch.logs or f"{here}/{JOB_LOGS}"
+    submit, gather, judge = probe_commands(resolved, where, settings, spec_ref)
     readme = f"""# Preflight under Slurm: {resolved.spec.name}
 
 The probe as the run's own batch job: the run's image, runtime, launcher, #SBATCH
 options, binds and environment, on the nodes of launch.nodes.
 
 1. Put this folder on storage every node sees, at {here}.
-2. Submit it: `sbatch {shlex.quote(here)}/{SCRIPT}`.
-3. Once it has ended, gather its nodes' output and judge it:
-   `cat {logs}/JOBID/*.out > preflight.log`, then
-   `builder preflight {spec_ref} --scheduler slurm --from-log preflight.log`
+2. Submit it and wait for its end (`--wait`; `--parsable` prints its id alone):
+   `{submit}`.
+3. Gather its nodes' output and judge it: `{gather}`, then
+   `{judge}`
    (the table, and exit 15 naming the node that is slow, misconfigured or different).
 """
     return [*files, *scripts, OutputFile(README, 0o644, readme)]
+
+
+def probe_commands(
+    resolved: Resolved, folder: RunFolder, settings: Settings, spec_ref: str
+) -> tuple[str, str, str]:
+    """The probe's job submitted (waited for), its nodes' output gathered, and judged:
+    the commands its README and ``next:`` give, exactly."""
+    probe = slurm_probe(resolved, folder.nodes, settings)
+    logs = probe.spec.launch.logs or f"{folder.nodes}/{JOB_LOGS}"
+    return (
+        f"job=$(sbatch --parsable --wait {shlex.quote(f'{folder.nodes}/{SCRIPT}')})",
+        f'cat {shlex.quote(logs)}/"${{job%%;*}}"/*.out > preflight.log',
+        f"builder preflight {spec_ref} --scheduler slurm --from-log preflight.log"
+        + settings.judged_words(),
+    )
 
 
 def write_preflight_job(
