@@ -109,7 +109,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "bundle": (
         "builder bundle stack.yaml -o /shared/cluster",
-        "builder bundle stack.yaml --scheduler slurm -o /shared/run",
+        "builder bundle stack.yaml -o cluster --node-dir /shared/cluster",
     ),
     "slurm": (
         "builder slurm stack.yaml -o job.sbatch",
