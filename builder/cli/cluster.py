@@ -307,7 +307,9 @@ def slurm(
         typer.echo(
             f"note: the job reads launch.env's secrets from {folder.nodes}/secrets.sh "
             "(0600) on every node; `builder bundle --scheduler slurm -o "
-            f"{shlex.quote(str(cluster_dir))}` writes it beside the script",
+            f"{shlex.quote(str(cluster_dir))}"
+            + (f" --node-dir {shlex.quote(folder.nodes)}" if folder.named else "")
+            + "` writes it beside the script",
             err=True,
         )
     warn(resolved, reference)

@@ -69,8 +69,9 @@ def preflight(
         Optional[Path],  # noqa: UP045
         typer.Option(
             "--cluster-dir",
-            help="The bundle folder, at the same path on every node (written when missing; "
-            "an existing one must match the spec). Default: cluster.",
+            help="The bundle folder here (written when missing; an existing one must match "
+            "the spec), which every node sees at this path or at --node-dir's. Default: "
+            "cluster.",
             show_default=False,
         ),
     ] = None,
@@ -138,7 +139,8 @@ def preflight(
             "-o",
             help="With --scheduler kubernetes --dry-run: the manifests' file (Secrets in its "
             "0600 neighbour NAME.secrets.yaml); default or -: print. With --scheduler slurm "
-            "--dry-run: the probe job's folder (as the nodes see it).",
+            "--dry-run: the probe job's folder here (the nodes see it there, or at "
+            "--node-dir).",
         ),
     ] = None,
     force: ForceOpt = False,
@@ -167,6 +169,12 @@ def preflight(
     if from_log is not None and (rehearse or dry_run):
         given = "--rehearse" if rehearse else "--dry-run"
         raise UsageError(f"--from-log judges a saved log; {given} runs or prints the probe")
+    if from_log is not None and node_dir is not None:
+        raise UsageError(
+            "--node-dir names where the nodes see the folder preflight writes or runs "
+            "from; --from-log judges a saved log and needs neither",
+            field="--node-dir",
+        )
     request = ProbeRequest(
         settings,
         image=image or "",

@@ -183,7 +183,8 @@ def _record_file(
         if f.source is None:
             kept[f.path] = {"sha256": _digest(f.text.encode()), "stack": stack}
     data: dict[str, Any] = {"files": dict(sorted(kept.items()))}
-    if nodes is not None:
+    nodes = nodes if nodes is not None else _recorded_nodes(directory)
+    if nodes is not None:  # kept when a command that names none writes here (keys)
         data["nodes"] = nodes
     return OutputFile(RECORD, 0o600, json.dumps(data, indent=2, sort_keys=True) + "\n")
 

@@ -228,21 +228,43 @@ def image_words(resolved: Resolved, image: str) -> str:
     return "" if of_spec(resolved.spec, image) else f" --image {shlex.quote(image)}"
 
 
-def image_commands(resolved: Resolved, *, spec_ref: str, image: str) -> tuple[str, ...]:
-    """The image built, then put where the runtime's nodes get it: the file they read
-    made (a SIF, a squashfs named by the spec), or the image pushed to its registry
-    (an image given pinned by a digest is there already: neither built nor pushed)."""
+def ship_command(resolved: Resolved, *, spec_ref: str, image: str) -> str | None:
+    """What puts the image where the runtime's nodes get it: the file they read made (a
+    SIF, a squashfs named by the spec), or the image pushed to its registry; None when
+    nothing does (a runtime without an image, one that reads a file the spec does not
+    name, an image given pinned by a digest: a registry holds it already)."""
     run = resolved.runtime
     if not run.runs_image:
-        return ()
-    build = build_command(resolved, spec_ref=spec_ref, image=image)
-    built = (build,) if build else ()
+        return None
     found = run.node_file(resolved.spec, image)
     if found is not None and found.path is not None:
-        return (*built, f"{found.maker} {shlex.quote(image)} -o {shlex.quote(found.path)}")
-    if not run.pulls or not built:
-        return built
-    return (*built, f"builder push {spec_ref}{image_words(resolved, image)}")
+        return f"{found.maker} {shlex.quote(image)} -o {shlex.quote(found.path)}"
+    if not run.pulls or build_command(resolved, spec_ref=spec_ref, image=image) is None:
+        return None
+    return f"builder push {spec_ref}{image_words(resolved, image)}"
+
+
+def image_commands(resolved: Resolved, *, spec_ref: str, image: str) -> tuple[str, ...]:
+    """The image built, then put where the runtime's nodes get it (``ship_command``)."""
+    if not resolved.runtime.runs_image:
+        return ()
+    build = build_command(resolved, spec_ref=spec_ref, image=image)
+    ship = ship_command(resolved, spec_ref=spec_ref, image=image)
+    return tuple(command for command in (build, ship) if command)
+
+
+def remote(argv: Sequence[str]) -> str:
+    """argv as ssh's remote command: ssh joins its words with spaces for the node's
+    shell to split again, so words that need quoting are quoted twice."""
+    line = shlex.join(argv)
+    return line if line == " ".join(argv) else shlex.quote(line)
+
+
+def rsync_to(here: str, node: str, there: str) -> str:
+    """rsync of the folder here to there on node; -s (--protect-args) where the path
+    would otherwise be split by the node's shell."""
+    protect = "s" if shlex.quote(there) != there else ""
+    return f"rsync -a{protect} {shlex.quote(here)}/ {node}:{shlex.quote(there)}/"
 
 
 SHOWN_NODES = 4

@@ -37,5 +37,7 @@ for name, line in (
     ("kubernetes-preflight", "preflight --preset cpu-deepspeed --scheduler kubernetes --dry-run"),
     ("rehearse-preflight", "preflight --preset cpu-deepspeed --rehearse"),
     ("slurm-preflight-no-output", "preflight --preset cpu-deepspeed --scheduler slurm --dry-run"),
+    ("from-log", "preflight --preset cpu-deepspeed --from-log probe.log"),
+    ("from-log-slurm", "preflight --preset cpu-deepspeed --scheduler slurm --from-log probe.log"),
 ):
     case(f"node-dir-{name}", (*line.split(), "--node-dir", "/shared/c"), USAGE, "--node-dir")

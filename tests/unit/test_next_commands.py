@@ -5,6 +5,7 @@ in --json's result as "next"."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli import app
+from builder.preflight.probe import Settings
+from builder.schedulers.kubernetes.preflight import PULL_ALLOWANCE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -194,9 +197,13 @@ def test_a_probe_trainjob_written_says_apply_wait_logs_judge_delete(tmp_path: Pa
     lines = said_next(*args, "-o", str(output), "--threshold", "0.5")
     files = f"-f {tmp_path / 'probe.secrets.yaml'} -f {output}"
     name = "cpu-deepspeed-preflight"
+    minutes = math.ceil((Settings(threshold=0.5).timeout + PULL_ALLOWANCE) / 60)
     assert lines == [
+        "# the run's claims first, unless they exist: builder kubernetes --preset "
+        "cpu-deepspeed -o RUN.yaml; kubectl apply -f RUN.yaml -l "
+        "app.kubernetes.io/component=storage",
         f"kubectl apply {files}",
-        f"kubectl wait --for=condition=Complete trainjob/{name} --timeout=30m",
+        f"kubectl wait --for=condition=Complete trainjob/{name} --timeout={minutes}m",
         f"kubectl logs -l jobset.sigs.k8s.io/jobset-name={name} --prefix --tail=-1 "
         "--max-log-requests=5 > preflight.log",
         "builder preflight --preset cpu-deepspeed --scheduler kubernetes --from-log "
@@ -226,3 +233,21 @@ def test_a_pytorchjob_probe_is_waited_for_as_its_operator_says(tmp_path: Path) -
     assert "--for=condition=Succeeded pytorchjob/" in said
     assert "-l training.kubeflow.org/job-name=" in said
     assert "--from-log preflight.log --job pytorchjob" in said
+
+
+def test_a_pyxis_readme_says_the_squashfs_its_nodes_read(tmp_path: Path) -> None:
+    spec = tmp_path / "stack.yaml"
+    said_next("init", "-p", "cpu-deepspeed", "-o", str(spec))
+    text = spec.read_text().replace(
+        "launch:\n", "launch:\n  squashfs: /shared/images/train.sqsh\n", 1
+    )
+    spec.write_text(text)
+    folder = tmp_path / "job"
+    pinned = "registry.example.com/team/train@sha256:" + "c" * 64
+    args = ["bundle", str(spec), "--scheduler", "slurm", "--runtime", "pyxis", "-o", str(folder)]
+    lines = said_next(*args, "--image", pinned)
+    made = f"builder squashfs {pinned} -o /shared/images/train.sqsh"
+    assert lines[0] == made  # pinned: nothing to build, the file still to make
+    readme = (folder / "README.md").read_text()
+    assert f"`{made}`" in readme
+    assert "pulls it by that digest" not in readme

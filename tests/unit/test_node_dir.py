@@ -61,13 +61,16 @@ def test_a_bundle_for_nodes_elsewhere_names_their_path_everywhere(
     assert f"rsync -a cluster/ node1:{NODES}/" in nexts
     assert f"ssh node1 sh {NODES}/launch.sh launch" in nexts
     assert "note:" not in err  # the path was given: nothing to say about it
+    # the README lives in the folder: what runs here names this machine's path of it
+    # (wherever the README is read from), what the nodes read names theirs
     readme = (tmp_path / "cluster" / "README.md").read_text()
-    assert str(tmp_path) not in readme
+    here = tmp_path / "cluster"
     commands = [part for i, part in enumerate(readme.split("`")) if i % 2]
-    assert f"rsync -a cluster/ node1:{NODES}/" in commands
-    assert "builder preflight --preset cpu-deepspeed --cluster-dir cluster" in commands
-    again = f"builder bundle --preset cpu-deepspeed --cluster-dir cluster --node-dir {NODES}"
+    assert f"rsync -a {here}/ node1:{NODES}/" in commands
+    assert f"builder preflight --preset cpu-deepspeed --cluster-dir {here}" in commands
+    again = f"builder bundle --preset cpu-deepspeed --cluster-dir {here} --node-dir {NODES}"
     assert again in commands
+    assert f"Copy this folder to every node at {NODES}" in readme
     assert all(shlex.split(command) for command in commands)
     record = json.loads((tmp_path / "cluster" / RECORD).read_text())
     assert record["nodes"] == NODES
@@ -208,3 +211,54 @@ def test_sites_whose_nodes_never_read_the_folder_refuse_it(tmp_path: Path) -> No
     assert code == 2
     assert "kubernetes" in err
     assert not (tmp_path / "k").exists()
+
+
+def test_printed_commands_survive_both_shells_for_a_path_with_spaces(tmp_path: Path) -> None:
+    folder, nodes = tmp_path / "my cluster", "/shared/my run"
+    _, err = ok("bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--node-dir", nodes)
+    lines = [line.removeprefix("next: ") for line in err.splitlines() if "next: " in line]
+    copies = [shlex.split(line) for line in lines if line.startswith("rsync")]
+    # -s: rsync hands the remote path to the node as one name, not to its shell
+    assert copies[0] == ["rsync", "-as", f"{folder}/", f"node1:{nodes}/"]
+    starts = [shlex.split(line) for line in lines if line.startswith("ssh")]
+    # ssh joins what follows the host for the node's shell, which splits it again
+    assert [shlex.split(" ".join(argv[2:])) for argv in starts] == [
+        ["sh", f"{nodes}/launch.sh", "node1"],
+        ["sh", f"{nodes}/launch.sh", "node2"],
+        ["sh", f"{nodes}/launch.sh", "launch"],
+    ]
+
+
+def test_keys_made_again_keep_the_recorded_path(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    ok("bundle", "--preset", "cpu-deepspeed", "-o", str(folder), "--node-dir", NODES)
+    ok("keys", "--preset", "cpu-deepspeed", "--cluster-dir", str(folder), "--force")
+    assert json.loads((folder / RECORD).read_text())["nodes"] == NODES
+    assert run_folder(folder).nodes == NODES
+
+
+def test_a_slurm_folder_for_nodes_elsewhere_says_to_copy_it_before_sbatch(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    args = ("bundle", "--preset", "cpu-deepspeed", "--scheduler", "slurm", "-o", str(folder))
+    _, err = ok(*args, "--node-dir", NODES)
+    lines = [line.removeprefix("next: ") for line in err.splitlines() if "next: " in line]
+    assert lines[-2] == (
+        f"# first, from here to a machine of the cluster (LOGIN): rsync -a {folder}/ LOGIN:{NODES}/"
+    )
+    assert lines[-1] == f"sbatch {NODES}/job.sbatch"
+    _, err = ok(*args[:-1], str(tmp_path / "here"))
+    assert "# first" not in err  # the nodes see it where it is: nothing to copy
+
+
+def test_the_probe_job_says_the_runs_claims_only_when_they_are_its_own(tmp_path: Path) -> None:
+    args = ("preflight", "--preset", "cpu-deepspeed", "--scheduler", "kubernetes", "--dry-run")
+    _, err = ok(*args, "-o", str(tmp_path / "a.yaml"))
+    assert "# the run's claims first" in err
+    spec = tmp_path / "stack.yaml"
+    ok("init", "--preset", "cpu-deepspeed", "-o", str(spec))
+    text = spec.read_text().replace(
+        "launch:\n", "launch:\n  kubernetes: {code_claim: team-code, cache_claim: team-cache}\n", 1
+    )
+    spec.write_text(text)
+    _, err = ok(args[0], str(spec), *args[3:], "-o", str(tmp_path / "b.yaml"))
+    assert "# the run's claims first" not in err

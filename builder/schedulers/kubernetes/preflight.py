@@ -15,12 +15,14 @@ output, against the pods as the hostfile names them (``kubernetes_expected``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from builder.payload import payload_text
 from builder.preflight.probe import FILES, FOLDER, MOUNT, expected_of, probe_stack
 from builder.schedulers.kubernetes.manifests import (
+    STORAGE,
     PodFiles,
     job_kind,
     kubernetes_text,
@@ -30,6 +32,9 @@ from builder.schedulers.kubernetes.manifests import (
 )
 from builder.schedulers.kubernetes.section import Kubernetes
 
+PULL_ALLOWANCE = 20 * 60.0
+"""Seconds for the probe's pods to be placed and pull the run's image, beyond the
+probe's own time (a multi-GB CUDA image on a cold node)."""
 LOG_REQUESTS = 5
 """kubectl logs' own --max-log-requests: a selector over more pods needs it raised."""
 
@@ -101,13 +106,31 @@ def kubernetes_expected(resolved: Resolved, settings: Settings, job: str | None 
 def probe_commands(
     resolved: Resolved, files: str, settings: Settings, job: str | None, spec_ref: str
 ) -> tuple[str, ...]:
-    """The probe's job applied (files: kubectl's -f options), waited for, its pods' logs
-    gathered and judged, then deleted: what ``next:`` gives, as the how-to's steps."""
+    """The probe's job applied (files: kubectl's -f options), waited for (its own time,
+    and PULL_ALLOWANCE for the pods to be placed and pull the image), its pods' logs
+    gathered and judged, then deleted: what ``next:`` gives, as the how-to's steps. The
+    run's own claims, which the probe mounts, are said first: only the run's manifests
+    make them."""
     watch = watch_of(kubernetes_probe(resolved, settings), job)
     ns, judged = watch.ns, " --job " + job if job else ""
+    k8s = resolved.spec.launch.section(Kubernetes)
+    owned = (resolved.spec.launch.code and not k8s.code_claim) or (
+        resolved.spec.launch.cache and not k8s.cache_claim
+    )
+    claims = (
+        (
+            "# the run's claims first, unless they exist: builder kubernetes "
+            f"{spec_ref} -o RUN.yaml; kubectl apply -f RUN.yaml -l "
+            f"{','.join(f'{k}={v}' for k, v in STORAGE.items())}",
+        )
+        if owned
+        else ()
+    )
+    minutes = math.ceil((settings.timeout + PULL_ALLOWANCE) / 60)
     return (
+        *claims,
         f"kubectl apply {files}",
-        f"kubectl wait{ns} --for=condition={watch.done} {watch.resource} --timeout=30m",
+        f"kubectl wait{ns} --for=condition={watch.done} {watch.resource} --timeout={minutes}m",
         f"kubectl logs{ns} -l {watch.selector} --prefix --tail=-1 "
         f"--max-log-requests={max(LOG_REQUESTS, watch.pods)} > preflight.log",
         f"builder preflight {spec_ref} --scheduler kubernetes --from-log preflight.log"

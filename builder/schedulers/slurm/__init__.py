@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from builder.cluster.folder import run_folder
 from builder.errors import UsageError
 from builder.preflight.probe import ProbeOutput
-from builder.schedulers.base import Scheduler, check_job_probe, refuse_job_kind
+from builder.schedulers.base import Scheduler, check_job_probe, refuse_job_kind, rsync_to
 from builder.schedulers.slurm.preflight import probe_commands, slurm_expected, write_preflight_job
 from builder.schedulers.slurm.script import BATCH_LAUNCHER, SCRIPT, job_files
 from builder.schedulers.slurm.section import Slurm
@@ -62,12 +62,17 @@ class SlurmScheduler(Scheduler):
         written: Sequence[Path],
         nodes: str | None,
     ) -> tuple[str, ...]:
-        """sbatch of the job script (the run folder's, at the path the nodes see it, or
-        the file written alone), on a machine of the cluster."""
+        """sbatch of the job script (the run folder's, at the path the nodes see it,
+        copied there first when that is not this machine's; or the file written alone),
+        on a machine of the cluster."""
         script = next((path for path in written if path.name == SCRIPT), written[0])
-        if nodes is not None and script.name == SCRIPT:
-            return (f"sbatch {shlex.quote(f'{nodes}/{SCRIPT}')}",)
-        return (f"sbatch {shlex.quote(str(script))}",)
+        if nodes is None or script.name != SCRIPT:
+            return (f"sbatch {shlex.quote(str(script))}",)
+        submit = f"sbatch {shlex.quote(f'{nodes}/{SCRIPT}')}"
+        if nodes == str(script.parent.resolve()):
+            return (submit,)
+        copy = rsync_to(str(script.parent), "LOGIN", nodes)
+        return (f"# first, from here to a machine of the cluster (LOGIN): {copy}", submit)
 
     def check_probe(self, request: ProbeRequest) -> None:
         """builder submits nothing to a real cluster: the probe's job is written
@@ -98,18 +103,17 @@ class SlurmScheduler(Scheduler):
         """The probe's batch job folder, written (0700 when made here, all or nothing)."""
         if request.output is None:
             raise UsageError("--scheduler slurm --dry-run writes the probe's job: give -o FOLDER")
+        folder = run_folder(request.output, request.node_dir)
         written = write_preflight_job(
             resolved,
-            request.output,
+            folder,
             image=request.image,
             settings=request.settings,
             spec_ref=request.spec_ref,
             force=request.force,
-            node_dir=request.node_dir,
         )
         if not written:
             return ProbeOutput()
-        folder = run_folder(request.output, request.node_dir)
         after = probe_commands(resolved, folder, request.settings, request.spec_ref)
         return ProbeOutput(written=tuple(written), next=after)
 

@@ -18,7 +18,7 @@ import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from builder.cluster.folder import run_folder, write_cluster_files
+from builder.cluster.folder import write_cluster_files
 from builder.cluster.hostfile import hosts_from_nodes
 from builder.contract import JOB_LOGS
 from builder.output import OutputFile, check_private
@@ -53,16 +53,15 @@ def slurm_probe(resolved: Resolved, folder: str, settings: Settings) -> Resolved
 
 def preflight_job_files(
     resolved: Resolved,
-    folder: Path,
+    where: RunFolder,
     *,
     image: str,
     settings: Settings,
     spec_ref: str,
-    node_dir: str | None = None,
 ) -> list[OutputFile]:
     """The probe's batch job: the scheduler's folder for the probe's stack, the probe's
-    scripts in preflight/, and a README of the commands from here to the table."""
-    where = run_folder(folder, node_dir)  # the path the nodes see it at
+    scripts in preflight/, and a README of the commands from here to the table; all name
+    the folder where the nodes see it."""
     here = where.nodes
     probe = slurm_probe(resolved, here, settings)
     files = [
@@ -104,21 +103,18 @@ def probe_commands(
 
 def write_preflight_job(
     resolved: Resolved,
-    folder: Path,
+    folder: RunFolder,
     *,
     image: str,
     settings: Settings,
     spec_ref: str = "stack.yaml",
     force: bool = False,
-    node_dir: str | None = None,
 ) -> list[Path]:
     """Write the probe's batch job folder (0700 when made here, all or nothing), naming
-    it where the nodes see it (node_dir, else this machine's path)."""
-    check_private(folder)
-    files = preflight_job_files(
-        resolved, folder, image=image, settings=settings, spec_ref=spec_ref, node_dir=node_dir
-    )
-    return write_cluster_files(files, folder, force=force, secret=True)
+    it where the nodes see it (``run_folder``: --node-dir, else this machine's path)."""
+    check_private(folder.here)
+    files = preflight_job_files(resolved, folder, image=image, settings=settings, spec_ref=spec_ref)
+    return write_cluster_files(files, folder.here, force=force, secret=True)
 
 
 def slurm_expected(resolved: Resolved, settings: Settings) -> Expected:

@@ -33,7 +33,7 @@ from builder.launch.launchers import FromShell, torchrun
 from builder.launch.plan import Placement, check_pair, prepare
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
-from builder.schedulers.base import build_command, build_step, image_words
+from builder.schedulers.base import build_step, rsync_to, ship_command
 from builder.schedulers.slurm.section import Slurm
 from builder.spec.records import ENV_NAME
 from builder.templating import HEADER, render_template
@@ -511,20 +511,24 @@ def _readme(resolved: Resolved, image: str, run_folder: RunFolder, spec_ref: str
     logs = launch.logs or f"{here}/{JOB_LOGS}"
     nodes = len(hosts_from_nodes(launch.nodes, launch.slots))
     folder = shlex.quote(here)
-    given = shlex.quote(str(run_folder.here))
+    local = str(run_folder.here.resolve())  # this machine's, where these commands run
+    given = shlex.quote(local)
     again = f" --node-dir {folder}" if run_folder.named else ""
     copy = (
-        f"\n   (e.g. `rsync -a {given}/ LOGIN:{folder}/`, LOGIN a machine of the cluster)"
+        f"\n   (e.g. `{rsync_to(local, 'LOGIN', here)}`, LOGIN a machine of the cluster)"
         if run_folder.elsewhere
         else " (this machine's path of it)"
     )
-    if run.pulls and build_command(resolved, spec_ref=spec_ref, image=image) is None:
-        ship = "every node pulls it by that digest"
-    elif run.pulls and not spec.launch.squashfs:
+    shipped = ship_command(resolved, spec_ref=spec_ref, image=image)
+    if shipped and run.pulls and not spec.launch.squashfs:
         ship = (
-            f"`builder push {spec_ref}{image_words(resolved, image)}`: every node pulls the "
-            "image from its registry (pinned by the digest push records)"
+            f"`{shipped}`: every node pulls the image from its registry (pinned by the "
+            "digest push records)"
         )
+    elif shipped:
+        ship = f"`{shipped}` (the file every node reads)"
+    elif run.pulls and run.runs_image and not spec.launch.squashfs:
+        ship = "every node pulls it by that digest"
     else:
         ship = run.not_shipped or "the nodes run the image as it is"
     secrets = (

@@ -5,7 +5,6 @@ itself through that same plan, each node reached with this machine's ssh
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ from builder.contract import DSENV
 from builder.errors import UsageError
 from builder.launch.plan import launch_plan
 from builder.preflight.probe import ProbeOutput
-from builder.schedulers.base import Scheduler, each, refuse_job_kind
+from builder.schedulers.base import Scheduler, each, refuse_job_kind, remote, rsync_to
 from builder.schedulers.ssh.bundle import LAUNCH_SH, PLAN, bundle_files
 from builder.schedulers.ssh.preflight import ClusterPreflight, check_bundle_nodes
 
@@ -60,16 +59,17 @@ class SshScheduler(Scheduler):
         script = next((path for path in written if path.name == LAUNCH_SH), None)
         if script is None:
             return ()
-        here = shlex.quote(str(script.parent))
-        there = shlex.quote(nodes or str(script.parent.resolve()))
+        here = str(script.parent)
+        there = nodes or str(script.parent.resolve())
+        script_there = f"{there}/{LAUNCH_SH}"
         # the plan only for its steps: which nodes have an arm, which one launches
         plan = launch_plan(resolved, image="IMAGE", cluster_dir="/cluster")
         arms = dict.fromkeys(step.node for step in plan.steps if step.role != "launch")
         return (
-            *each(plan.nodes, lambda node: f"rsync -a {here}/ {node}:{there}/"),
-            *each(tuple(arms), lambda node: f"ssh {node} sh {there}/{LAUNCH_SH} {node}"),
+            *each(plan.nodes, lambda node: rsync_to(here, node, there)),
+            *each(tuple(arms), lambda node: f"ssh {node} {remote(['sh', script_there, node])}"),
             *(
-                f"ssh {step.node} sh {there}/{LAUNCH_SH} launch"
+                f"ssh {step.node} {remote(['sh', script_there, 'launch'])}"
                 for step in plan.of_role("launch")[:1]
             ),
         )

@@ -33,7 +33,7 @@ from builder.launch.actions import ContainerRemove
 from builder.launch.plan import LaunchPlan, NodeStep, launch_plan
 from builder.launch.secrets import secret_files
 from builder.output import OutputFile
-from builder.schedulers.base import build_command, build_step, image_words
+from builder.schedulers.base import build_step, image_words, rsync_to, ship_command
 
 if TYPE_CHECKING:
     from builder.cluster.folder import RunFolder
@@ -317,18 +317,21 @@ def _readme(
     first = plan.nodes[0]
     folder = run_folder.here.name or "cluster"
     there = shlex.quote(run_folder.nodes)  # where the nodes see it
-    here = shlex.quote(str(run_folder.here))  # as the command was given it
+    local = str(run_folder.here.resolve())  # this machine's, where these commands run
+    here = shlex.quote(local)
     again = f" --node-dir {there}" if run_folder.named else ""
     ref, slots = spec_ref, spec.launch.slots
-    words = image_words(resolved, image)
-    if run.pulls and build_command(resolved, spec_ref=ref, image=image) is None:
-        ship = "   every node pulls it by that digest."
-    elif run.pulls:
+    shipped = ship_command(resolved, spec_ref=ref, image=image)
+    if shipped and run.pulls:
         ship = (
-            f"   `builder push {ref}{words}` (to its registry, which every node pulls "
-            f"from; it records the digest), or `builder ship {ref}{words}` (docker save "
+            f"   `{shipped}` (to its registry, which every node pulls from; it records the "
+            f"digest), or `builder ship {ref}{image_words(resolved, image)}` (docker save "
             "here, docker load on each node over ssh: no registry)."
         )
+    elif shipped:
+        ship = f"   `{shipped}` (the file every node reads)."
+    elif run.pulls and run.runs_image:
+        ship = "   every node pulls it by that digest."
     else:
         ship = f"   {run.name}: {run.not_shipped}."
     if plan.of_role("launch"):
@@ -355,7 +358,7 @@ Image `{image}`, {plan.launcher} on {plan.runtime}, nodes {nodes} with {slots} s
 2. Put it where the nodes run it:
 {ship}
 3. Copy this folder to every node at {there}, the path plan.json names (or keep it
-   there on shared storage), e.g. `rsync -a {here}/ {first}:{there}/`; launch.sh
+   there on shared storage), e.g. `{rsync_to(local, first, run_folder.nodes)}`; launch.sh
    finds the folder from its own location.
 4. Prove the nodes before the run (GPUs, links, all-reduce, stragglers):
    `builder preflight {ref} --cluster-dir {here}` (it writes its probe here and
