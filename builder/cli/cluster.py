@@ -301,7 +301,7 @@ def slurm(
     resolved = with_set(resolved, set_)
     reference = plan_image(resolved, image, spec)
     folder = nodes_folder(cluster_dir, node_dir)
-    text = sbatch_script(resolved, image=reference, cluster_dir=folder.nodes)
+    text = sbatch_script(resolved, image=reference, cluster_dir=folder.nodes, option=folder.option)
     written = write_output(text, output, force=force)
     if secret_files(resolved.spec):
         typer.echo(

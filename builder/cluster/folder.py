@@ -58,6 +58,12 @@ class RunFolder:
     only a named path is recorded (a folder moved here keeps no stale one)."""
 
     @property
+    def option(self) -> str:
+        """The option a refusal of the nodes' path names: --node-dir when it was named
+        (given, or recorded from a bundle given it), else --cluster-dir."""
+        return NODE_DIR if self.named else "--cluster-dir"
+
+    @property
     def elsewhere(self) -> bool:
         """The nodes see the folder at another path than this machine does."""
         return self.nodes != str(self.here.resolve())

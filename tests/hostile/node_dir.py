@@ -41,3 +41,11 @@ for name, line in (
     ("from-log-slurm", "preflight --preset cpu-deepspeed --scheduler slurm --from-log probe.log"),
 ):
     case(f"node-dir-{name}", (*line.split(), "--node-dir", "/shared/c"), USAGE, "--node-dir")
+
+# srun reads the logs folder under it as a filename pattern: '%' is refused naming the option
+# that gave the path (the Slurm job is the only destination that reads it so)
+for name, args in (
+    ("slurm", ("slurm", "--preset", "cpu-deepspeed")),
+    ("bundle-slurm", ("bundle", "--preset", "cpu-deepspeed", "--scheduler", "slurm", "-o", "c")),
+):
+    case(f"{name}-node-dir-percent", (*args, "--node-dir", "/shared/a%N"), USAGE, "--node-dir")

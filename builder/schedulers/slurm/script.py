@@ -122,7 +122,7 @@ def job_files(
     """The job script, the secret files it reads (0600, when launch.env holds secrets)
     and a README with the commands from here to the run (``Scheduler.materialize``); both
     name the folder where the nodes see it."""
-    script = sbatch_script(resolved, image=image, cluster_dir=folder.nodes)
+    script = sbatch_script(resolved, image=image, cluster_dir=folder.nodes, option=folder.option)
     readme = _readme(resolved, image, folder, spec_ref)
     return [
         OutputFile(SCRIPT, 0o755, script),
@@ -136,8 +136,11 @@ BATCH_LAUNCHER = torchrun.LAUNCHER
 refusal, and what the rehearsal's Slurm job runs): named, never picked by sort order."""
 
 
-def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
-    """The job script of the resolved stack's run (its runtime and launcher)."""
+def sbatch_script(
+    resolved: Resolved, *, image: str, cluster_dir: str, option: str = "--cluster-dir"
+) -> str:
+    """The job script of the resolved stack's run (its runtime and launcher); option:
+    what gave cluster_dir, which a refusal of it names (--node-dir when that did)."""
     spec, source = resolved.spec, resolved.stack.source
     launch, run, launcher = spec.launch, resolved.runtime, resolved.launcher
     if not launcher.batch:
@@ -166,7 +169,7 @@ def sbatch_script(resolved: Resolved, *, image: str, cluster_dir: str) -> str:
         if launch.logs
         else (
             f"{cluster_dir}/{JOB_LOGS}",
-            "--cluster-dir",
+            option,
         )
     )
     if "%" in logs or "\\" in logs:
