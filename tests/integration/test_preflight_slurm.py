@@ -58,15 +58,20 @@ def test_preflight_passes_as_a_batch_job_on_the_rehearsals_slurm() -> None:
     assert "slurm ready" in data["phases"]
 
 
-@pytest.mark.usefixtures("clean")
-def test_a_node_whose_packages_drifted_is_named_under_slurm(other_einops: Path) -> None:
-    with RehearsedPreflight(
+def two_slurm_nodes() -> RehearsedPreflight:
+    """The probe on the rehearsal's Slurm: two nodes, one rank each, lenient on rates."""
+    return RehearsedPreflight(
         resolve(one_slot(), scheduler_name="slurm"),
         image=IMAGE,
         engine=connect(),
         nodes=2,
         settings=LENIENT,
-    ) as run:
+    )
+
+
+@pytest.mark.usefixtures("clean")
+def test_a_node_whose_packages_drifted_is_named_under_slurm(other_einops: Path) -> None:
+    with two_slurm_nodes() as run:
         run.up()
         install_wheel(run.nodes[1].container, other_einops)
         result = run.job()
@@ -82,13 +87,7 @@ def test_the_commands_printed_for_the_probe_job_run_as_printed_on_a_real_slurm()
     sbatch --parsable --wait, then each node's output gathered by the job's id, pasted
     into a shell on the rehearsal's real Slurm, against the folder as its nodes see it
     (CLUSTER_DIR; this machine's is elsewhere), and judged."""
-    with RehearsedPreflight(
-        resolve(one_slot(), scheduler_name="slurm"),
-        image=IMAGE,
-        engine=connect(),
-        nodes=2,
-        settings=LENIENT,
-    ) as run:
+    with two_slurm_nodes() as run:
         run.up()
         rehearsal = run.rehearsal
         session = rehearsal.session
