@@ -44,8 +44,8 @@ for name, line in (
 
 # srun reads the logs folder under it as a filename pattern: '%' is refused naming the option
 # that gave the path (the Slurm job is the only destination that reads it so)
-for name, args in (
+for name, writer in (
     ("slurm", ("slurm", "--preset", "cpu-deepspeed")),
     ("bundle-slurm", ("bundle", "--preset", "cpu-deepspeed", "--scheduler", "slurm", "-o", "c")),
 ):
-    case(f"{name}-node-dir-percent", (*args, "--node-dir", "/shared/a%N"), USAGE, "--node-dir")
+    case(f"{name}-node-dir-percent", (*writer, "--node-dir", "/shared/a%N"), USAGE, "--node-dir")
